@@ -1,0 +1,75 @@
+//! The command line: `serve`, `check`, `demo`.
+
+mod check;
+mod demo;
+mod serve;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::{self, Config, Problems};
+
+/// interlingua: a reverse proxy for AI agents. Clients reach agents in the protocol dialect they
+/// already speak; interlingua checks who is calling, meters paid plans and enforces rate limits.
+#[derive(Debug, Parser)]
+#[command(name = "interlingua", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the proxy. Stops gracefully on SIGTERM or SIGINT (a second signal stops at once).
+    Serve(ConfigArg),
+    /// Validate a config file and print every problem with file:line:col; exit 1 if any.
+    Check(ConfigArg),
+    /// Run the proxy on the default config together with the sample agents its routes point at,
+    /// and print curl commands to try.
+    Demo(ConfigArg),
+}
+
+#[derive(Debug, clap::Args)]
+struct ConfigArg {
+    /// The config file. Default: config/interlingua.toml if it exists, otherwise the default
+    /// config compiled into the binary.
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+impl ConfigArg {
+    /// Loads the named file, the default file, or the embedded default, in that order.
+    fn load(&self) -> Result<Config, Problems> {
+        match &self.config {
+            Some(path) => config::load(path),
+            None if Path::new(config::DEFAULT_CONFIG_PATH).is_file() => {
+                config::load(Path::new(config::DEFAULT_CONFIG_PATH))
+            }
+            None => config::parse(config::DEFAULT_CONFIG, config::EMBEDDED_ORIGIN),
+        }
+    }
+}
+
+/// Runs the command line; the process exit code is the result.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(arg) => serve::run(&arg),
+        Command::Check(arg) => check::run(&arg),
+        Command::Demo(arg) => demo::run(&arg),
+    }
+}
+
+/// Prints config problems to stderr, for commands that cannot go on without a valid config.
+fn report_problems(problems: &Problems) -> ExitCode {
+    for p in problems.iter() {
+        eprintln!("{p}");
+    }
+    eprintln!(
+        "interlingua: the configuration has {} problem(s); nothing was started",
+        problems.len()
+    );
+    ExitCode::FAILURE
+}

@@ -1,0 +1,541 @@
+//! From the file as written to the model the proxy runs on, checking everything on the way and
+//! reporting every problem with its position.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use http::Method;
+use toml::Spanned;
+
+use super::file::{self, LogFormatName};
+use super::model::*;
+use super::problem::Collector;
+use super::sections::RawConfig;
+use super::units::{parse_duration, parse_size};
+
+pub const DEFAULT_ADMIN_ADDRESS: &str = "127.0.0.1:9901";
+const DEFAULT_DATA_DIR: &str = "./data";
+const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(60);
+const DEFAULT_TOTAL_TIMEOUT: Duration = Duration::from_secs(300);
+const DEFAULT_MAX_BODY: u64 = 10 * 1024 * 1024;
+const MAX_THREADS: i64 = 1024;
+
+/// Builds the runtime model. Returns `None` only when it has recorded at least one problem.
+pub fn build(raw: RawConfig, origin: &str, p: &mut Collector<'_>) -> Option<Config> {
+    let server = server(&raw.server, p);
+    let log = log(&raw.log, p);
+    let admin = admin(raw.admin.as_ref(), p);
+    let listeners = listeners(&raw, admin.as_ref().map(|a| a.address), p);
+    let upstreams = upstreams(&raw.upstreams, p);
+    let routes = routes(&raw, &upstreams, p);
+    if !p.is_empty() {
+        return None;
+    }
+    Some(Config {
+        origin: origin.to_string(),
+        server: server?,
+        log: log?,
+        admin: admin?,
+        listeners,
+        upstreams: upstreams.into_iter().map(|(_, u)| u).collect(),
+        routes,
+    })
+}
+
+fn server(s: &file::ServerSection, p: &mut Collector<'_>) -> Option<ServerSettings> {
+    let threads = match &s.threads {
+        None => default_threads(),
+        Some(t) if *t.get_ref() == 0 => default_threads(),
+        Some(t) if (1..=MAX_THREADS).contains(t.get_ref()) => *t.get_ref() as usize,
+        Some(t) => {
+            p.at(
+                Some(t.span()),
+                "server.threads",
+                format!("must be between 0 (one per CPU core) and {MAX_THREADS}"),
+            );
+            1
+        }
+    };
+    let grace_period = duration(
+        s.grace_period.as_ref(),
+        "server.grace_period",
+        DEFAULT_GRACE_PERIOD,
+        p,
+    );
+    let data_dir = match &s.data_dir {
+        Some(d) if d.get_ref().trim().is_empty() => {
+            p.at(Some(d.span()), "server.data_dir", "must not be empty");
+            PathBuf::new()
+        }
+        Some(d) => PathBuf::from(d.get_ref()),
+        None => PathBuf::from(DEFAULT_DATA_DIR),
+    };
+    Some(ServerSettings {
+        data_dir,
+        threads,
+        grace_period: grace_period?,
+    })
+}
+
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn log(s: &file::LogSection, p: &mut Collector<'_>) -> Option<LogSettings> {
+    let filter = s
+        .filter
+        .as_ref()
+        .map_or_else(|| "info".to_string(), |f| f.get_ref().clone());
+    if let Err(e) = tracing_subscriber::EnvFilter::try_new(&filter) {
+        let span = s.filter.as_ref().map(|f| f.span());
+        p.at(
+            span,
+            "log.filter",
+            format!("`{filter}` is not a log filter: {e}"),
+        );
+        return None;
+    }
+    Some(LogSettings {
+        format: match s.format {
+            Some(LogFormatName::Json) => LogFormat::Json,
+            Some(LogFormatName::Text) | None => LogFormat::Text,
+        },
+        filter,
+        access_log: s.access_log.unwrap_or(true),
+    })
+}
+
+fn admin(a: Option<&file::AdminSection>, p: &mut Collector<'_>) -> Option<AdminListener> {
+    let address = match a {
+        Some(a) => socket_address(&a.address, "admin.address", p)?,
+        None => DEFAULT_ADMIN_ADDRESS.parse().ok()?,
+    };
+    Some(AdminListener { address })
+}
+
+fn listeners(raw: &RawConfig, admin: Option<SocketAddr>, p: &mut Collector<'_>) -> Vec<Listener> {
+    if !raw.has_listeners {
+        p.at(
+            None,
+            "listeners",
+            "no [[listeners]]: the proxy would accept no traffic; add one, e.g. address = \"127.0.0.1:8080\"",
+        );
+    }
+    let mut seen: HashMap<SocketAddr, usize> = HashMap::new();
+    let mut out = Vec::new();
+    for (i, l) in &raw.listeners {
+        let path = format!("listeners[{i}]");
+        let Some(address) = socket_address(&l.address, &format!("{path}.address"), p) else {
+            continue;
+        };
+        if address.port() != 0 {
+            if let Some(first) = seen.insert(address, *i) {
+                p.at(
+                    Some(l.address.span()),
+                    format!("{path}.address"),
+                    format!("{address} is already used by listeners[{first}]"),
+                );
+            }
+            if admin == Some(address) {
+                p.at(
+                    Some(l.address.span()),
+                    format!("{path}.address"),
+                    format!("{address} is also the admin listener's address"),
+                );
+            }
+        }
+        let tls = l.tls.as_ref().map(|t| TlsFiles {
+            certificate: existing_file(&t.certificate, &format!("{path}.tls.certificate"), p),
+            key: existing_file(&t.key, &format!("{path}.tls.key"), p),
+        });
+        out.push(Listener {
+            address,
+            tls,
+            h2c: l.h2c.unwrap_or(true),
+        });
+    }
+    out
+}
+
+fn upstreams(
+    entries: &[(usize, file::UpstreamEntry)],
+    p: &mut Collector<'_>,
+) -> Vec<(usize, Upstream)> {
+    let mut names: HashMap<String, usize> = HashMap::new();
+    let mut out = Vec::new();
+    for (i, u) in entries {
+        let path = format!("upstreams[{i}]");
+        let name = u.name.get_ref().trim().to_string();
+        if !is_identifier(&name) {
+            p.at(
+                Some(u.name.span()),
+                format!("{path}.name"),
+                "must be non-empty and use only letters, digits, '-', '_' and '.'",
+            );
+        } else if let Some(first) = names.insert(name.clone(), *i) {
+            p.at(
+                Some(u.name.span()),
+                format!("{path}.name"),
+                format!("upstream `{name}` is already defined by upstreams[{first}]"),
+            );
+        }
+        let connect = duration(
+            u.connect_timeout.as_ref(),
+            &format!("{path}.connect_timeout"),
+            DEFAULT_CONNECT_TIMEOUT,
+            p,
+        );
+        let read = duration(
+            u.read_timeout.as_ref(),
+            &format!("{path}.read_timeout"),
+            DEFAULT_READ_TIMEOUT,
+            p,
+        );
+        let total = duration(
+            u.total_timeout.as_ref(),
+            &format!("{path}.total_timeout"),
+            DEFAULT_TOTAL_TIMEOUT,
+            p,
+        );
+        if let (Some(read), Some(total)) = (read, total) {
+            if read > total {
+                p.at(
+                    u.read_timeout.as_ref().map(|s| s.span()),
+                    format!("{path}.read_timeout"),
+                    format!(
+                        "read_timeout ({}) is longer than total_timeout ({})",
+                        humantime::format_duration(read),
+                        humantime::format_duration(total)
+                    ),
+                );
+            }
+        }
+        let tls = u.tls.unwrap_or(false);
+        if let (false, Some(sni)) = (tls, &u.sni) {
+            p.at(
+                Some(sni.span()),
+                format!("{path}.sni"),
+                "sni is only used with tls = true",
+            );
+        }
+        let Some((host, port)) = host_port(&u.address, &format!("{path}.address"), p) else {
+            continue;
+        };
+        let (Some(connect_timeout), Some(read_timeout), Some(total_timeout)) =
+            (connect, read, total)
+        else {
+            continue;
+        };
+        out.push((
+            *i,
+            Upstream {
+                name,
+                sni: u
+                    .sni
+                    .as_ref()
+                    .map_or_else(|| host.clone(), |s| s.get_ref().clone()),
+                host,
+                port,
+                tls,
+                verify_certificate: u.verify_certificate.unwrap_or(true),
+                connect_timeout,
+                read_timeout,
+                total_timeout,
+            },
+        ));
+    }
+    out
+}
+
+fn routes(raw: &RawConfig, upstreams: &[(usize, Upstream)], p: &mut Collector<'_>) -> Vec<Route> {
+    let by_name: HashMap<&str, usize> = upstreams
+        .iter()
+        .enumerate()
+        .map(|(pos, (_, u))| (u.name.as_str(), pos))
+        .collect();
+    let mut names: HashMap<String, usize> = HashMap::new();
+    let mut out: Vec<(usize, Route)> = Vec::new();
+    for (i, r) in &raw.routes {
+        let path = format!("routes[{i}]");
+        let name = match &r.name {
+            Some(n) if !is_identifier(n.get_ref().trim()) => {
+                p.at(
+                    Some(n.span()),
+                    format!("{path}.name"),
+                    "must be non-empty and use only letters, digits, '-', '_' and '.'",
+                );
+                continue;
+            }
+            Some(n) => n.get_ref().trim().to_string(),
+            None => format!("route-{i}"),
+        };
+        if let Some(first) = names.insert(name.clone(), *i) {
+            p.at(
+                r.name.as_ref().map(|n| n.span()),
+                format!("{path}.name"),
+                format!("route `{name}` is already defined by routes[{first}]"),
+            );
+        }
+        let upstream = match by_name.get(r.upstream.get_ref().as_str()) {
+            Some(&pos) => Some(pos),
+            None => {
+                let wanted = r.upstream.get_ref();
+                if !raw.broken_upstreams.contains(wanted) {
+                    let known: Vec<&str> = by_name.keys().copied().collect();
+                    p.at(
+                        Some(r.upstream.span()),
+                        format!("{path}.upstream"),
+                        format!("no upstream named `{wanted}`{}", known_list(&known)),
+                    );
+                }
+                None
+            }
+        };
+        let front = dialect(r.front.as_ref(), &format!("{path}.front"), p);
+        let back = dialect(r.back.as_ref(), &format!("{path}.back"), p);
+        let matcher = route_match(&r.matcher, &format!("{path}.match"), p);
+        let max_body = match &r.max_body {
+            None => Some(DEFAULT_MAX_BODY),
+            Some(s) => parse_size(s.get_ref())
+                .map_err(|e| p.at(Some(s.span()), format!("{path}.max_body"), e))
+                .ok(),
+        };
+        let (Some(upstream), Some(front), Some(back), Some(matcher), Some(max_body)) =
+            (upstream, front, back, matcher, max_body)
+        else {
+            continue;
+        };
+        if let Some((j, earlier)) = out.iter().find(|(_, e)| shadows(&e.matcher, &matcher)) {
+            p.at(
+                Some(r.matcher.path_prefix.span()),
+                format!("{path}.match"),
+                format!(
+                    "routes[{j}] (`{}`) already takes every request this match takes, so this route would never be chosen",
+                    earlier.name
+                ),
+            );
+        }
+        out.push((
+            *i,
+            Route {
+                name,
+                matcher,
+                upstream,
+                front,
+                back,
+                max_body,
+            },
+        ));
+    }
+    out.into_iter().map(|(_, r)| r).collect()
+}
+
+fn route_match(m: &file::MatchEntry, path: &str, p: &mut Collector<'_>) -> Option<RouteMatch> {
+    let mut ok = true;
+    let prefix = m.path_prefix.get_ref();
+    if !prefix.starts_with('/') || prefix.contains(['?', '#', ' ']) {
+        p.at(
+            Some(m.path_prefix.span()),
+            format!("{path}.path_prefix"),
+            "must be a path starting with '/', without query or fragment",
+        );
+        ok = false;
+    }
+    let host = match &m.host {
+        Some(h) if h.get_ref().is_empty() || h.get_ref().contains([':', '/', ' ']) => {
+            p.at(
+                Some(h.span()),
+                format!("{path}.host"),
+                "must be a bare host name such as \"api.example.com\" (no port, no scheme)",
+            );
+            ok = false;
+            None
+        }
+        Some(h) => Some(h.get_ref().to_ascii_lowercase()),
+        None => None,
+    };
+    let methods = match &m.methods {
+        None => None,
+        Some(list) if list.is_empty() => {
+            p.at(
+                None,
+                format!("{path}.methods"),
+                "must list at least one method, or be left out to take any",
+            );
+            ok = false;
+            None
+        }
+        Some(list) => {
+            let mut out = Vec::new();
+            for (k, name) in list.iter().enumerate() {
+                match Method::from_bytes(name.get_ref().to_ascii_uppercase().as_bytes()) {
+                    Ok(m) => out.push(m),
+                    Err(_) => {
+                        p.at(
+                            Some(name.span()),
+                            format!("{path}.methods[{k}]"),
+                            format!("`{}` is not an HTTP method", name.get_ref()),
+                        );
+                        ok = false;
+                    }
+                }
+            }
+            Some(out)
+        }
+    };
+    ok.then(|| RouteMatch {
+        path_prefix: normalize_prefix(prefix),
+        host,
+        methods,
+    })
+}
+
+/// `/api/` and `/api` take the same requests; keep one spelling.
+fn normalize_prefix(prefix: &str) -> String {
+    let trimmed = prefix.trim_end_matches('/');
+    if trimmed.is_empty() {
+        "/".to_string()
+    } else {
+        trimmed.to_string()
+    }
+}
+
+/// Whether `earlier` takes every request `later` would take (same host and prefix, and every
+/// method `later` lists).
+fn shadows(earlier: &RouteMatch, later: &RouteMatch) -> bool {
+    if earlier.host != later.host || earlier.path_prefix != later.path_prefix {
+        return false;
+    }
+    match (&earlier.methods, &later.methods) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(e), Some(l)) => l.iter().all(|m| e.contains(m)),
+    }
+}
+
+fn dialect(name: Option<&Spanned<String>>, path: &str, p: &mut Collector<'_>) -> Option<Dialect> {
+    let Some(name) = name else {
+        return Some(Dialect::Passthrough);
+    };
+    match name.get_ref().as_str() {
+        "passthrough" => Some(Dialect::Passthrough),
+        other => {
+            p.at(
+                Some(name.span()),
+                path,
+                format!("unknown dialect `{other}`; this build knows: passthrough"),
+            );
+            None
+        }
+    }
+}
+
+fn duration(
+    value: Option<&Spanned<String>>,
+    path: &str,
+    default: Duration,
+    p: &mut Collector<'_>,
+) -> Option<Duration> {
+    let Some(v) = value else {
+        return Some(default);
+    };
+    match parse_duration(v.get_ref()) {
+        Ok(d) if d.is_zero() => {
+            p.at(Some(v.span()), path, "must be longer than zero");
+            None
+        }
+        Ok(d) => Some(d),
+        Err(e) => {
+            p.at(Some(v.span()), path, e);
+            None
+        }
+    }
+}
+
+fn socket_address(
+    value: &Spanned<String>,
+    path: &str,
+    p: &mut Collector<'_>,
+) -> Option<SocketAddr> {
+    let text = value.get_ref().trim();
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Some(addr);
+    }
+    // A name such as `localhost:8080` is resolved once, here.
+    match text.to_socket_addrs().map(|mut a| a.next()) {
+        Ok(Some(addr)) => Some(addr),
+        _ => {
+            p.at(
+                Some(value.span()),
+                path,
+                format!("`{text}` is not an address to listen on; write ip:port, e.g. \"127.0.0.1:8080\""),
+            );
+            None
+        }
+    }
+}
+
+/// Splits `host:port` (or `[v6]:port`) without resolving it.
+fn host_port(value: &Spanned<String>, path: &str, p: &mut Collector<'_>) -> Option<(String, u16)> {
+    let text = value.get_ref().trim();
+    let fail = |p: &mut Collector<'_>, why: &str| {
+        p.at(Some(value.span()), path, format!("`{text}` {why}"));
+        None
+    };
+    if text.contains("://") {
+        return fail(
+            p,
+            "must be host:port without a scheme; set tls = true for HTTPS upstreams",
+        );
+    }
+    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+        let Some((host, port)) = rest.split_once("]:") else {
+            return fail(p, "is not [ipv6]:port");
+        };
+        (host, port)
+    } else {
+        let Some((host, port)) = text.rsplit_once(':') else {
+            return fail(p, "has no port; write host:port, e.g. \"127.0.0.1:9000\"");
+        };
+        (host, port)
+    };
+    if host.is_empty() || host.contains(['/', ' ']) {
+        return fail(p, "has no valid host");
+    }
+    match port.parse::<u16>() {
+        Ok(port) if port != 0 => Some((host.to_string(), port)),
+        _ => fail(p, "has no valid port (1-65535)"),
+    }
+}
+
+fn existing_file(value: &Spanned<String>, path: &str, p: &mut Collector<'_>) -> PathBuf {
+    let file = PathBuf::from(value.get_ref());
+    if !file.is_file() {
+        p.at(
+            Some(value.span()),
+            path,
+            format!("file `{}` not found", file.display()),
+        );
+    }
+    file
+}
+
+fn is_identifier(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+fn known_list(names: &[&str]) -> String {
+    if names.is_empty() {
+        return " (no upstreams are defined)".to_string();
+    }
+    let mut sorted: Vec<&str> = names.to_vec();
+    sorted.sort_unstable();
+    format!(" (defined: {})", sorted.join(", "))
+}

@@ -1,0 +1,162 @@
+//! The errors a request can end in, and how each one is classified. Rendering them as HTTP
+//! responses happens in exactly one place: `proxy::respond`.
+
+use pingora::{Error as PingoraError, ErrorSource, ErrorType};
+
+/// Why a request did not get the upstream's answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProxyError {
+    /// No route takes this host, path and method.
+    #[error("no route for {method} {path}")]
+    NoRoute { method: String, path: String },
+    /// The request body is larger than the route allows.
+    #[error("the request body is larger than this route's limit of {limit} bytes")]
+    BodyTooLarge { limit: u64 },
+    /// The request could not be understood.
+    #[error("bad request: {0}")]
+    BadRequest(String),
+    /// The client was too slow to send its request.
+    #[error("the request was not received in time")]
+    ClientTimeout,
+    /// The upstream refused, reset or broke the connection, or answered with something that is
+    /// not HTTP.
+    #[error("upstream `{upstream}` failed: {detail}")]
+    UpstreamFailed { upstream: String, detail: String },
+    /// The upstream did not answer within its timeouts.
+    #[error("upstream `{upstream}` timed out: {detail}")]
+    UpstreamTimeout { upstream: String, detail: String },
+    /// A fault of the proxy itself.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ProxyError {
+    /// The HTTP status this error is answered with.
+    pub fn status(&self) -> u16 {
+        match self {
+            ProxyError::NoRoute { .. } => 404,
+            ProxyError::BodyTooLarge { .. } => 413,
+            ProxyError::BadRequest(_) => 400,
+            ProxyError::ClientTimeout => 408,
+            ProxyError::UpstreamFailed { .. } => 502,
+            ProxyError::UpstreamTimeout { .. } => 504,
+            ProxyError::Internal(_) => 500,
+        }
+    }
+
+    /// A stable, machine-readable name for the error, the `code` of the JSON body.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ProxyError::NoRoute { .. } => "no_route",
+            ProxyError::BodyTooLarge { .. } => "body_too_large",
+            ProxyError::BadRequest(_) => "bad_request",
+            ProxyError::ClientTimeout => "request_timeout",
+            ProxyError::UpstreamFailed { .. } => "upstream_failed",
+            ProxyError::UpstreamTimeout { .. } => "upstream_timeout",
+            ProxyError::Internal(_) => "internal_error",
+        }
+    }
+
+    /// Wraps this error for pingora, so that it travels through pingora's error path to
+    /// `fail_to_proxy` and comes back out of [`ProxyError::from_pingora`] unchanged.
+    pub fn into_pingora(self) -> Box<PingoraError> {
+        let status = self.status();
+        PingoraError::because(ErrorType::HTTPStatus(status), "interlingua", self)
+    }
+
+    /// Classifies any error pingora hands back. `None` means the client is gone and there is
+    /// nobody to answer.
+    pub fn from_pingora(e: &PingoraError, upstream: &str) -> Option<ProxyError> {
+        if let Some(ours) = e.root_cause().downcast_ref::<ProxyError>() {
+            return Some(ours.clone());
+        }
+        let detail = || describe(e);
+        let upstream_failed = || ProxyError::UpstreamFailed {
+            upstream: upstream.to_string(),
+            detail: detail(),
+        };
+        let upstream_timeout = || ProxyError::UpstreamTimeout {
+            upstream: upstream.to_string(),
+            detail: detail(),
+        };
+        use ErrorType::*;
+        match (e.esource(), e.etype()) {
+            (_, HTTPStatus(code)) => Some(from_status(*code, detail())),
+            (ErrorSource::Downstream, ReadTimedout) => Some(ProxyError::ClientTimeout),
+            (
+                ErrorSource::Downstream,
+                ReadError | WriteError | ConnectionClosed | WriteTimedout,
+            ) => None,
+            (ErrorSource::Downstream, InvalidHTTPHeader | H2Error | InvalidH2) => {
+                Some(ProxyError::BadRequest(detail()))
+            }
+            (_, ConnectTimedout | ReadTimedout | WriteTimedout | TLSHandshakeTimedout) => {
+                Some(upstream_timeout())
+            }
+            (ErrorSource::Upstream, _) => Some(upstream_failed()),
+            (
+                _,
+                ConnectRefused | ConnectNoRoute | ConnectError | ConnectProxyFailure
+                | TLSHandshakeFailure,
+            ) => Some(upstream_failed()),
+            _ => Some(ProxyError::Internal(detail())),
+        }
+    }
+}
+
+fn from_status(code: u16, detail: String) -> ProxyError {
+    match code {
+        408 => ProxyError::ClientTimeout,
+        413 => ProxyError::BodyTooLarge { limit: 0 },
+        400..=499 => ProxyError::BadRequest(detail),
+        504 => ProxyError::UpstreamTimeout {
+            upstream: String::new(),
+            detail,
+        },
+        502 | 503 => ProxyError::UpstreamFailed {
+            upstream: String::new(),
+            detail,
+        },
+        _ => ProxyError::Internal(detail),
+    }
+}
+
+/// A one-line description of a pingora error for messages and logs: its kind and context,
+/// without the peer dump pingora appends.
+fn describe(e: &PingoraError) -> String {
+    let kind = e.etype().as_str().to_string();
+    match &e.context {
+        Some(ctx) => format!("{kind}: {}", ctx.as_str()),
+        None => kind,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_errors_survive_the_trip_through_pingora() {
+        let e = ProxyError::BodyTooLarge { limit: 10 };
+        let wrapped = e.clone().into_pingora();
+        assert_eq!(ProxyError::from_pingora(&wrapped, "u"), Some(e));
+    }
+
+    #[test]
+    fn upstream_errors_are_classified_by_kind() {
+        let refused = PingoraError::explain(ErrorType::ConnectRefused, "refused");
+        assert_eq!(
+            ProxyError::from_pingora(&refused, "a").map(|e| e.status()),
+            Some(502)
+        );
+        let mut timeout = PingoraError::explain(ErrorType::ReadTimedout, "slow");
+        timeout.set_esource(ErrorSource::Upstream);
+        assert_eq!(
+            ProxyError::from_pingora(&timeout, "a").map(|e| e.status()),
+            Some(504)
+        );
+        let mut gone = PingoraError::explain(ErrorType::ConnectionClosed, "bye");
+        gone.set_esource(ErrorSource::Downstream);
+        assert_eq!(ProxyError::from_pingora(&gone, "a"), None);
+    }
+}

@@ -1,0 +1,43 @@
+//! interlingua: a reverse proxy for AI agents, on Cloudflare's pingora.
+//!
+//! A client speaks its dialect to a route; interlingua forwards the request to the route's
+//! upstream agent and the answer back. This version forwards unchanged (`passthrough`); the
+//! dialect engine, access control and metering build on the same pipeline.
+//!
+//! The map of the tree:
+//!
+//! | module      | what it is |
+//! |-------------|------------|
+//! | `cli`       | `interlingua serve / check / demo` |
+//! | `config`    | the TOML file (`file`), read section by section, validated into `model` |
+//! | `server`    | binds listeners, runs pingora's services, graceful shutdown |
+//! | `proxy`     | the pipeline: pingora's `ProxyHttp` phases (see its phase chart) |
+//! | `proxy::routing` | host → longest path prefix → method |
+//! | `proxy::upstream` | resolved upstream addresses and pooled peers |
+//! | `proxy::respond`  | the one place errors become responses |
+//! | `error`     | what a request can end in, and its status |
+//! | `admin`     | `/healthz`, `/readyz`, `/metrics` on the admin listener |
+//! | `metrics`   | Prometheus counters and histograms |
+//! | `telemetry` | logging and the access-log event |
+//! | `sample`    | sample agents for the demo |
+//!
+//! A request's path:
+//!
+//! ```text
+//! client ─► listener (TCP or TLS; HTTP/1.1 keep-alive, h2 by ALPN or h2c)
+//!        ─► proxy: request id ─► route ─► body limit ─► upstream (pooled) ─► response ─► access log
+//!        ◄─ errors: proxy::respond, JSON {"error":{"code","message","request_id"}}
+//! ```
+
+#![forbid(unsafe_code)]
+
+pub mod admin;
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod metrics;
+pub mod proxy;
+pub mod sample;
+pub mod server;
+pub mod state;
+pub mod telemetry;

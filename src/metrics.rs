@@ -1,0 +1,143 @@
+//! Prometheus metrics, one registry per running server (so that several servers in one process,
+//! as in the tests, never share counters).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+};
+use tokio::sync::Notify;
+
+/// The proxy's metrics.
+pub struct Metrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    upstream_latency: HistogramVec,
+    request_duration: HistogramVec,
+    in_flight: IntGauge,
+    idle: Notify,
+}
+
+/// Latency buckets from 0.5 ms to 60 s: a proxy's own cost sits at the bottom, agents at the top.
+const LATENCY_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0,
+];
+
+impl Metrics {
+    /// A fresh set of metrics in its own registry.
+    pub fn new() -> Arc<Metrics> {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "interlingua_requests_total",
+                "Requests answered, by route and HTTP status.",
+            ),
+            &["route", "status"],
+        )
+        .expect("static metric definition");
+        let upstream_latency = HistogramVec::new(
+            HistogramOpts::new(
+                "interlingua_upstream_latency_seconds",
+                "Time from choosing the upstream to its last response byte, by route.",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
+            &["route"],
+        )
+        .expect("static metric definition");
+        let request_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "interlingua_request_duration_seconds",
+                "Time from the request header to the end of the response, by route.",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
+            &["route"],
+        )
+        .expect("static metric definition");
+        let in_flight = IntGauge::new(
+            "interlingua_requests_in_flight",
+            "Requests being handled now.",
+        )
+        .expect("static metric definition");
+        for collector in [
+            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(upstream_latency.clone()),
+            Box::new(request_duration.clone()),
+            Box::new(in_flight.clone()),
+        ] {
+            registry
+                .register(collector)
+                .expect("metric names are unique");
+        }
+        Arc::new(Metrics {
+            registry,
+            requests,
+            upstream_latency,
+            request_duration,
+            in_flight,
+            idle: Notify::new(),
+        })
+    }
+
+    /// Counts a request as in flight until the returned guard is dropped.
+    pub fn start_request(self: &Arc<Self>) -> InFlight {
+        self.in_flight.inc();
+        InFlight(self.clone())
+    }
+
+    /// Requests being handled now.
+    pub fn in_flight(&self) -> i64 {
+        self.in_flight.get()
+    }
+
+    /// Waits until no request is in flight.
+    pub async fn wait_idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            tokio::pin!(notified);
+            // Register before checking, so a request ending in between still wakes us.
+            notified.as_mut().enable();
+            if self.in_flight.get() <= 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Records one answered request.
+    pub fn record(&self, route: &str, status: u16, total: Duration, upstream: Option<Duration>) {
+        let status = status.to_string();
+        self.requests
+            .with_label_values(&[route, status.as_str()])
+            .inc();
+        self.request_duration
+            .with_label_values(&[route])
+            .observe(total.as_secs_f64());
+        if let Some(up) = upstream {
+            self.upstream_latency
+                .with_label_values(&[route])
+                .observe(up.as_secs_f64());
+        }
+    }
+
+    /// Every metric in the Prometheus text format.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        // Encoding into a Vec cannot fail for well-formed metric families.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// A request in flight; dropping it ends the request.
+pub struct InFlight(Arc<Metrics>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.dec();
+        if self.0.in_flight.get() <= 0 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}

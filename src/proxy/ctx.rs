@@ -1,0 +1,52 @@
+//! What one request carries from phase to phase.
+
+use std::time::{Duration, Instant};
+
+use crate::error::ProxyError;
+use crate::metrics::InFlight;
+
+/// Per-request state, created by pingora for each request and dropped when it ends (which also
+/// ends its in-flight count).
+pub struct RequestCtx {
+    /// Kept from `X-Request-Id` or generated; sent upstream and back.
+    pub request_id: String,
+    /// Index of the chosen route, once chosen.
+    pub route: Option<usize>,
+    pub started: Instant,
+    /// When the upstream was chosen and when its response last made progress.
+    pub upstream_started: Option<Instant>,
+    pub upstream_last: Option<Instant>,
+    /// The whole upstream exchange must end by then (the upstream's `total_timeout`).
+    pub upstream_deadline: Option<Instant>,
+    /// Request body bytes seen so far, against the route's limit.
+    pub body_bytes: u64,
+    /// What the request ended with, if it failed; for the access log.
+    pub error: Option<ProxyError>,
+    _in_flight: InFlight,
+}
+
+impl RequestCtx {
+    pub fn new(in_flight: InFlight) -> RequestCtx {
+        RequestCtx {
+            request_id: String::new(),
+            route: None,
+            started: Instant::now(),
+            upstream_started: None,
+            upstream_last: None,
+            upstream_deadline: None,
+            body_bytes: 0,
+            error: None,
+            _in_flight: in_flight,
+        }
+    }
+
+    /// Time spent on the upstream, from choosing it to its last response event.
+    pub fn upstream_time(&self) -> Option<Duration> {
+        let start = self.upstream_started?;
+        Some(
+            self.upstream_last
+                .unwrap_or_else(Instant::now)
+                .saturating_duration_since(start),
+        )
+    }
+}

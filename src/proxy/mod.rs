@@ -1,0 +1,274 @@
+//! The request pipeline: interlingua's implementation of pingora's `ProxyHttp`.
+//!
+//! ```text
+//! client ─► early_request_filter   request id: keep a sane X-Request-Id or make one
+//!           request_filter         route: host, longest path prefix, method  (404 no_route)
+//!                                  body limit from Content-Length            (413 body_too_large)
+//!           upstream_peer          the route's upstream, pooled keep-alive connections
+//!           upstream_request_filter  X-Request-Id goes upstream
+//!           request_body_filter    streamed through; counted against the limit (413)
+//!           upstream_response_*    progress and the total deadline           (504 upstream_timeout)
+//!           response_filter        X-Request-Id comes back
+//!           logging                one access-log event, metrics
+//!   errors: fail_to_proxy → respond::error, the one place errors become responses
+//!           (refused / reset → 502 upstream_failed, timeouts → 504 upstream_timeout)
+//! ```
+//!
+//! Passthrough routes never buffer a body: pingora streams each piece as it arrives.
+
+pub mod ctx;
+pub mod request_id;
+pub mod respond;
+pub mod routing;
+pub mod upstream;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::proxy::{FailToProxy, ProxyHttp, Session};
+use pingora::upstreams::peer::HttpPeer;
+
+use crate::error::ProxyError;
+use crate::state::State;
+use crate::telemetry::ACCESS_LOG_TARGET;
+use ctx::RequestCtx;
+
+/// The proxy application pingora runs for every request on the proxy listeners.
+pub struct Proxy {
+    state: Arc<State>,
+}
+
+impl Proxy {
+    pub fn new(state: Arc<State>) -> Proxy {
+        Proxy { state }
+    }
+
+    /// Chooses the route and checks what can be checked before any byte goes upstream.
+    fn admit(&self, session: &Session, ctx: &mut RequestCtx) -> Result<(), ProxyError> {
+        let req = session.req_header();
+        let host = req.uri.authority().map(|a| a.as_str()).or_else(|| {
+            req.headers
+                .get(http::header::HOST)
+                .and_then(|h| h.to_str().ok())
+        });
+        let path = req.uri.path();
+        let index = self
+            .state
+            .routes
+            .find(&self.state.config.routes, host, path, &req.method)
+            .ok_or_else(|| ProxyError::NoRoute {
+                method: req.method.to_string(),
+                path: path.to_string(),
+            })?;
+        ctx.route = Some(index);
+        let limit = self.route_limit(ctx);
+        let declared = req
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if declared.is_some_and(|len| len > limit) {
+            return Err(ProxyError::BodyTooLarge { limit });
+        }
+        Ok(())
+    }
+
+    fn route_limit(&self, ctx: &RequestCtx) -> u64 {
+        ctx.route
+            .and_then(|i| self.state.route(i))
+            .map_or(0, |r| r.max_body)
+    }
+
+    fn upstream_name(&self, ctx: &RequestCtx) -> &str {
+        ctx.route
+            .and_then(|i| self.state.route(i))
+            .and_then(|r| self.state.upstreams.get(r.upstream))
+            .map_or("", |u| u.config.name.as_str())
+    }
+
+    /// Notes upstream progress, and fails the exchange once it has run past its total deadline.
+    fn upstream_progress(&self, ctx: &mut RequestCtx) -> Result<(), ProxyError> {
+        let now = Instant::now();
+        ctx.upstream_last = Some(now);
+        match ctx.upstream_deadline {
+            Some(deadline) if now > deadline => Err(ProxyError::UpstreamTimeout {
+                upstream: self.upstream_name(ctx).to_string(),
+                detail: "the exchange ran past total_timeout".to_string(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl ProxyHttp for Proxy {
+    type CTX = RequestCtx;
+
+    fn new_ctx(&self) -> RequestCtx {
+        RequestCtx::new(self.state.metrics.start_request())
+    }
+
+    async fn early_request_filter(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<()> {
+        let incoming = session.req_header().headers.get(request_id::HEADER);
+        ctx.request_id = request_id::choose(incoming.map(|v| v.as_bytes()));
+        Ok(())
+    }
+
+    async fn request_filter(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<bool> {
+        self.admit(session, ctx).map_err(ProxyError::into_pingora)?;
+        Ok(false)
+    }
+
+    async fn request_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        _end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<()> {
+        if let Some(chunk) = body {
+            ctx.body_bytes += chunk.len() as u64;
+            let limit = self.route_limit(ctx);
+            if ctx.body_bytes > limit {
+                return Err(ProxyError::BodyTooLarge { limit }.into_pingora());
+            }
+        }
+        Ok(())
+    }
+
+    async fn upstream_peer(
+        &self,
+        _session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<Box<HttpPeer>> {
+        let upstream = ctx
+            .route
+            .and_then(|i| self.state.route(i))
+            .and_then(|r| self.state.upstreams.get(r.upstream))
+            .ok_or_else(|| {
+                ProxyError::Internal("route without an upstream".to_string()).into_pingora()
+            })?;
+        let now = Instant::now();
+        // Retries (a pooled connection the upstream had closed) keep the first start and deadline.
+        ctx.upstream_started.get_or_insert(now);
+        ctx.upstream_deadline
+            .get_or_insert(now + upstream.config.total_timeout);
+        upstream.peer().map_err(ProxyError::into_pingora)
+    }
+
+    async fn upstream_request_filter(
+        &self,
+        _session: &mut Session,
+        upstream_request: &mut RequestHeader,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<()> {
+        upstream_request.insert_header(request_id::HEADER, ctx.request_id.as_str())
+    }
+
+    async fn upstream_response_filter(
+        &self,
+        _session: &mut Session,
+        _upstream_response: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<()> {
+        self.upstream_progress(ctx)
+            .map_err(ProxyError::into_pingora)
+    }
+
+    fn upstream_response_body_filter(
+        &self,
+        _session: &mut Session,
+        _body: &mut Option<Bytes>,
+        _end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<Option<Duration>> {
+        self.upstream_progress(ctx)
+            .map_err(ProxyError::into_pingora)?;
+        Ok(None)
+    }
+
+    async fn response_filter(
+        &self,
+        _session: &mut Session,
+        upstream_response: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<()> {
+        upstream_response.insert_header(request_id::HEADER, ctx.request_id.as_str())
+    }
+
+    async fn fail_to_proxy(
+        &self,
+        session: &mut Session,
+        e: &pingora::Error,
+        ctx: &mut RequestCtx,
+    ) -> FailToProxy {
+        let err = ProxyError::from_pingora(e, self.upstream_name(ctx));
+        respond::error(session, ctx, err).await
+    }
+
+    fn suppress_error_log(
+        &self,
+        _session: &Session,
+        _ctx: &RequestCtx,
+        _error: &pingora::Error,
+    ) -> bool {
+        // The access log records every failure with its request id; pingora's own line would
+        // only repeat it without one.
+        true
+    }
+
+    async fn logging(
+        &self,
+        session: &mut Session,
+        e: Option<&pingora::Error>,
+        ctx: &mut RequestCtx,
+    ) {
+        // 499, as nginx has it: the client went away before an answer could be sent.
+        let status = session
+            .response_written()
+            .map_or(499, |r| r.status.as_u16());
+        let route = ctx
+            .route
+            .and_then(|i| self.state.route(i))
+            .map_or("-", |r| r.name.as_str());
+        let total = ctx.started.elapsed();
+        let upstream = ctx.upstream_time();
+        self.state.metrics.record(route, status, total, upstream);
+        if !self.state.config.log.access_log {
+            return;
+        }
+        let req = session.req_header();
+        let error_code = ctx.error.as_ref().map(ProxyError::code);
+        let detail = match (&ctx.error, e) {
+            (Some(err), _) => Some(err.to_string()),
+            (None, Some(e)) => Some(e.to_string()),
+            (None, None) => None,
+        };
+        tracing::info!(
+            target: ACCESS_LOG_TARGET,
+            request_id = %ctx.request_id,
+            route,
+            method = %req.method,
+            path = req.uri.path(),
+            status,
+            bytes_in = session.body_bytes_read(),
+            bytes_out = session.body_bytes_sent(),
+            upstream_ms = upstream.map(|d| d.as_secs_f64() * 1000.0),
+            total_ms = total.as_secs_f64() * 1000.0,
+            error = error_code,
+            detail,
+            "request"
+        );
+    }
+}

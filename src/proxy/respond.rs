@@ -1,0 +1,77 @@
+//! The one place where an error becomes an HTTP response.
+//!
+//! Every failure, whether found by interlingua (no route, body too large) or reported by pingora
+//! (upstream refused, timed out), arrives here through `fail_to_proxy`, is matched exhaustively,
+//! and is answered with its status and the JSON body
+//! `{"error":{"code":"…","message":"…","request_id":"…"}}`.
+
+use bytes::Bytes;
+use pingora::http::ResponseHeader;
+use pingora::proxy::{FailToProxy, Session};
+
+use super::ctx::RequestCtx;
+use super::request_id;
+use crate::error::ProxyError;
+
+/// Answers the client with `err`, or does nothing when `err` is `None` (the client is gone) or
+/// the response has already started (the connection is then cut).
+pub async fn error(
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    err: Option<ProxyError>,
+) -> FailToProxy {
+    let Some(err) = err else {
+        return FailToProxy {
+            error_code: 0,
+            can_reuse_downstream: false,
+        };
+    };
+    let status = err.status();
+    // A connection may carry the next request only if nothing of this one is left unread.
+    let can_reuse = match &err {
+        ProxyError::NoRoute { .. }
+        | ProxyError::UpstreamFailed { .. }
+        | ProxyError::UpstreamTimeout { .. } => session.is_body_empty(),
+        ProxyError::BodyTooLarge { .. }
+        | ProxyError::BadRequest(_)
+        | ProxyError::ClientTimeout
+        | ProxyError::Internal(_) => false,
+    };
+    let already_started = session.response_written().is_some();
+    let sent = !already_started && write(session, ctx, &err).await.is_ok();
+    ctx.error = Some(err);
+    FailToProxy {
+        error_code: status,
+        can_reuse_downstream: can_reuse && sent,
+    }
+}
+
+async fn write(session: &mut Session, ctx: &RequestCtx, err: &ProxyError) -> pingora::Result<()> {
+    let body = Bytes::from(body(err, &ctx.request_id));
+    let mut header = ResponseHeader::build(err.status(), Some(4))?;
+    header.insert_header(http::header::CONTENT_TYPE, "application/json")?;
+    header.insert_header(http::header::CONTENT_LENGTH, body.len().to_string())?;
+    header.insert_header(request_id::HEADER, ctx.request_id.as_str())?;
+    if !session.is_body_empty() && !session.is_body_done() {
+        // Unread request body: say the connection ends here rather than leave the client guessing.
+        header.insert_header(http::header::CONNECTION, "close")?;
+        session.set_keepalive(None);
+    }
+    session
+        .write_response_header(Box::new(header), false)
+        .await?;
+    session.write_response_body(Some(body), true).await?;
+    Ok(())
+}
+
+/// The JSON error body.
+pub fn body(err: &ProxyError, request_id: &str) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "error": {
+            "code": err.code(),
+            "message": err.to_string(),
+            "request_id": request_id,
+        }
+    }))
+    .unwrap_or_default()
+}

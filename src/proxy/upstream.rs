@@ -1,0 +1,147 @@
+//! Upstreams at run time: each one's resolved address, kept fresh in the background, and the
+//! pingora peer a request is sent to.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use pingora::upstreams::peer::HttpPeer;
+
+use crate::config::Upstream;
+use crate::error::ProxyError;
+
+/// How often host names are resolved again.
+const RESOLVE_EVERY: Duration = Duration::from_secs(30);
+/// How long an idle pooled upstream connection is kept.
+const POOL_IDLE: Duration = Duration::from_secs(60);
+
+/// One upstream and what is known of its address.
+pub struct UpstreamState {
+    pub config: Upstream,
+    resolved: RwLock<Resolution>,
+}
+
+#[derive(Clone)]
+enum Resolution {
+    Pending,
+    Ok(SocketAddr),
+    Failed(String),
+}
+
+/// Every upstream of the configuration, in config order.
+pub struct Upstreams {
+    list: Vec<Arc<UpstreamState>>,
+}
+
+impl Upstreams {
+    pub fn new(configs: &[Upstream]) -> Upstreams {
+        let list = configs
+            .iter()
+            .map(|c| {
+                let resolved = match c.host.parse::<IpAddr>() {
+                    Ok(ip) => Resolution::Ok(SocketAddr::new(ip, c.port)),
+                    Err(_) => Resolution::Pending,
+                };
+                Arc::new(UpstreamState {
+                    config: c.clone(),
+                    resolved: RwLock::new(resolved),
+                })
+            })
+            .collect();
+        Upstreams { list }
+    }
+
+    pub fn get(&self, index: usize) -> Option<&Arc<UpstreamState>> {
+        self.list.get(index)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<UpstreamState>> {
+        self.list.iter()
+    }
+
+    /// Resolves every host name once. IP literals need nothing.
+    pub async fn resolve_all(&self) {
+        for u in &self.list {
+            u.resolve().await;
+        }
+    }
+
+    /// Keeps host names resolved, every [`RESOLVE_EVERY`], until the process ends.
+    pub async fn keep_resolved(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(RESOLVE_EVERY);
+        loop {
+            tick.tick().await;
+            self.resolve_all().await;
+        }
+    }
+
+    /// Problems that make the proxy not ready: upstreams without an address.
+    pub fn readiness_problems(&self) -> Vec<String> {
+        self.list
+            .iter()
+            .filter_map(|u| match &*u.resolved.read() {
+                Resolution::Ok(_) => None,
+                Resolution::Pending => {
+                    Some(format!("upstream `{}`: not resolved yet", u.config.name))
+                }
+                Resolution::Failed(why) => Some(format!("upstream `{}`: {why}", u.config.name)),
+            })
+            .collect()
+    }
+}
+
+impl UpstreamState {
+    async fn resolve(&self) {
+        if self.config.host.parse::<IpAddr>().is_ok() {
+            return;
+        }
+        let authority = self.config.authority();
+        let outcome = match tokio::net::lookup_host(authority.as_str()).await {
+            Ok(mut addrs) => match addrs.next() {
+                Some(addr) => Resolution::Ok(addr),
+                None => {
+                    Resolution::Failed(format!("`{}` resolves to no address", self.config.host))
+                }
+            },
+            Err(e) => Resolution::Failed(format!("cannot resolve `{}`: {e}", self.config.host)),
+        };
+        if let Resolution::Failed(why) = &outcome {
+            tracing::warn!(upstream = %self.config.name, "{why}");
+            // A failed refresh keeps the last good address: DNS hiccups should not cause outages.
+            if matches!(&*self.resolved.read(), Resolution::Ok(_)) {
+                return;
+            }
+        }
+        *self.resolved.write() = outcome;
+    }
+
+    /// The peer for one request, with this upstream's timeouts.
+    pub fn peer(&self) -> Result<Box<HttpPeer>, ProxyError> {
+        let addr = match &*self.resolved.read() {
+            Resolution::Ok(addr) => *addr,
+            Resolution::Pending => return Err(self.failed("its address is not resolved yet")),
+            Resolution::Failed(why) => return Err(self.failed(why)),
+        };
+        let c = &self.config;
+        let mut peer = HttpPeer::new(addr, c.tls, c.sni.clone());
+        let o = &mut peer.options;
+        o.connection_timeout = Some(c.connect_timeout);
+        o.total_connection_timeout = Some(c.connect_timeout);
+        // No single wait may outlast the whole exchange.
+        let wait = c.read_timeout.min(c.total_timeout);
+        o.read_timeout = Some(wait);
+        o.write_timeout = Some(wait);
+        o.idle_timeout = Some(POOL_IDLE);
+        o.verify_cert = c.verify_certificate;
+        o.verify_hostname = c.verify_certificate;
+        Ok(Box::new(peer))
+    }
+
+    fn failed(&self, why: &str) -> ProxyError {
+        ProxyError::UpstreamFailed {
+            upstream: self.config.name.clone(),
+            detail: why.to_string(),
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! Binding the listeners ourselves and handing the sockets to pingora.
+
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::IntoRawFd;
+use std::sync::Arc;
+
+use pingora::apps::http_app::HttpServer;
+use pingora::apps::HttpServerOptions;
+use pingora::listeners::tls::TlsSettings;
+use pingora::server::configuration::ServerConf;
+use pingora::server::ListenFds;
+use pingora::services::listening::Service;
+use pingora::services::Service as ServiceTrait;
+
+use super::StartError;
+use crate::admin::Admin;
+use crate::config::Listener;
+use crate::proxy::Proxy;
+use crate::state::State;
+
+pub struct Bound {
+    pub services: Vec<Box<dyn ServiceTrait>>,
+    pub proxy_addrs: Vec<SocketAddr>,
+    pub admin_addr: SocketAddr,
+}
+
+/// Binds the admin and proxy listeners and builds the pingora services that will serve them.
+///
+/// Listeners that differ in `h2c` get separate proxy services, because pingora sets cleartext
+/// HTTP/2 per application.
+pub fn bind_all(
+    state: &Arc<State>,
+    conf: &Arc<ServerConf>,
+    fds: &ListenFds,
+) -> Result<Bound, StartError> {
+    let mut services: Vec<Box<dyn ServiceTrait>> = Vec::new();
+
+    let admin_addr = bind(state.config.admin.address, fds)?;
+    let mut admin = Service::new(
+        "admin".to_string(),
+        HttpServer::new_app(Admin::new(state.clone())),
+    );
+    admin.add_tcp(&admin_addr.to_string());
+    services.push(Box::new(admin));
+
+    let mut proxy_addrs = Vec::new();
+    for h2c in [true, false] {
+        let group: Vec<(usize, &Listener)> = state
+            .config
+            .listeners
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.h2c == h2c)
+            .collect();
+        if group.is_empty() {
+            continue;
+        }
+        let mut app = pingora::proxy::http_proxy(conf, Proxy::new(state.clone()));
+        let mut options = HttpServerOptions::default();
+        options.h2c = h2c;
+        app.server_options = Some(options);
+        let mut service = Service::new(format!("proxy (h2c {h2c})"), app);
+        for (index, l) in group {
+            let addr = bind(l.address, fds)?;
+            match &l.tls {
+                None => service.add_tcp(&addr.to_string()),
+                Some(files) => {
+                    let tls_error = |detail: String| StartError::Tls {
+                        address: addr,
+                        detail,
+                    };
+                    let cert = files.certificate.to_string_lossy();
+                    let key = files.key.to_string_lossy();
+                    let mut settings = TlsSettings::intermediate(&cert, &key)
+                        .map_err(|e| tls_error(e.to_string()))?;
+                    settings.enable_h2();
+                    service.add_tls_with_settings(&addr.to_string(), None, settings);
+                }
+            }
+            proxy_addrs.push((index, addr));
+        }
+        services.push(Box::new(service));
+    }
+    // Report addresses in config order, whichever service serves them.
+    proxy_addrs.sort_by_key(|(index, _)| *index);
+    Ok(Bound {
+        services,
+        proxy_addrs: proxy_addrs.into_iter().map(|(_, addr)| addr).collect(),
+        admin_addr,
+    })
+}
+
+/// Binds one address and records the socket in pingora's table under the address actually bound,
+/// which pingora then listens on instead of binding again.
+fn bind(address: SocketAddr, fds: &ListenFds) -> Result<SocketAddr, StartError> {
+    let bind_error = |source| StartError::Bind { address, source };
+    let listener = TcpListener::bind(address).map_err(bind_error)?;
+    listener.set_nonblocking(true).map_err(bind_error)?;
+    let actual = listener.local_addr().map_err(bind_error)?;
+    fds.lock().add(actual.to_string(), listener.into_raw_fd());
+    Ok(actual)
+}

@@ -1,0 +1,220 @@
+//! Running the proxy: binding the listeners, running pingora's services on a tokio runtime of our
+//! own, and shutting down gracefully.
+//!
+//! interlingua does not use pingora's `Server` (which owns signals, daemonising and the process
+//! exit, and sleeps its whole grace period): it binds every listener itself, so that an address
+//! with port 0 works and reports the port it got, hands the sockets to pingora's listening
+//! services through a file-descriptor table, and on shutdown waits only as long as requests are
+//! actually in flight.
+
+mod listeners;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pingora::server::configuration::ServerConf;
+use pingora::server::{Fds, ListenFds};
+use tokio::runtime::Runtime;
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::state::State;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("cannot create the data directory `{path}`: {source}")]
+    DataDir {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        address: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot set up TLS for {address}: {detail}")]
+    Tls { address: SocketAddr, detail: String },
+}
+
+/// A running interlingua: listeners bound, services accepting.
+pub struct Server {
+    runtime: Runtime,
+    state: Arc<State>,
+    proxy_addrs: Vec<SocketAddr>,
+    admin_addr: SocketAddr,
+    shutdown: ShutdownHandle,
+    stop_rx: watch::Receiver<Stop>,
+    services: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// How a server was asked to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Running,
+    /// Stop accepting, let in-flight requests finish within the grace period.
+    Graceful,
+    /// Stop waiting for in-flight requests.
+    Now,
+}
+
+/// Asks a running server to stop. Cheap to clone; usable from any thread.
+#[derive(Clone)]
+pub struct ShutdownHandle {
+    stop: Arc<watch::Sender<Stop>>,
+}
+
+impl ShutdownHandle {
+    /// Begins a graceful shutdown; a second call ends the wait for in-flight requests.
+    pub fn shutdown(&self) {
+        self.stop.send_modify(|s| {
+            *s = match s {
+                Stop::Running => Stop::Graceful,
+                Stop::Graceful | Stop::Now => Stop::Now,
+            }
+        });
+    }
+}
+
+/// What happened at shutdown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Requests still in flight when the server stopped waiting (0 after a clean drain).
+    pub abandoned: i64,
+    pub waited: Duration,
+}
+
+impl Server {
+    /// Binds every listener and starts serving. Returns once the sockets are bound: connections
+    /// made after this returns are accepted.
+    pub fn start(config: Config) -> Result<Server, StartError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(config.server.threads)
+            .thread_name("interlingua")
+            .enable_all()
+            .build()
+            .map_err(StartError::Runtime)?;
+        std::fs::create_dir_all(&config.server.data_dir).map_err(|source| StartError::DataDir {
+            path: config.server.data_dir.display().to_string(),
+            source,
+        })?;
+
+        let threads = config.server.threads;
+        let state = State::new(config);
+        let fds: ListenFds = Arc::new(parking_lot::Mutex::new(Fds::new()));
+        let pingora_conf = Arc::new(ServerConf {
+            threads,
+            ..ServerConf::default()
+        });
+        let bound = listeners::bind_all(&state, &pingora_conf, &fds)?;
+
+        let (stop_tx, stop_rx) = watch::channel(Stop::Running);
+        let (pingora_tx, pingora_rx) = watch::channel(false);
+        let mut services = Vec::new();
+        for mut service in bound.services {
+            let fds = fds.clone();
+            let shutdown = pingora_rx.clone();
+            services.push(runtime.spawn(async move {
+                service.start_service(Some(fds), shutdown, 1).await;
+            }));
+        }
+        // pingora's listeners stop accepting when this flips; kept apart from `Stop` so that a
+        // second signal (Stop::Now) does not need pingora to know about it.
+        let mut stop_watch = stop_rx.clone();
+        runtime.spawn(async move {
+            let _ = stop_watch.wait_for(|s| *s != Stop::Running).await;
+            let _ = pingora_tx.send(true);
+        });
+
+        let upstreams = state.upstreams.clone();
+        runtime.block_on(upstreams.resolve_all());
+        runtime.spawn(upstreams.keep_resolved());
+
+        tracing::info!(
+            proxy = ?bound.proxy_addrs,
+            admin = %bound.admin_addr,
+            config = %state.config.origin,
+            routes = state.config.routes.len(),
+            threads,
+            "interlingua listening"
+        );
+        Ok(Server {
+            runtime,
+            state,
+            proxy_addrs: bound.proxy_addrs,
+            admin_addr: bound.admin_addr,
+            shutdown: ShutdownHandle {
+                stop: Arc::new(stop_tx),
+            },
+            stop_rx,
+            services,
+        })
+    }
+
+    /// The proxy listeners' addresses, in config order, with the ports actually bound.
+    pub fn proxy_addrs(&self) -> &[SocketAddr] {
+        &self.proxy_addrs
+    }
+
+    /// The admin listener's address.
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin_addr
+    }
+
+    /// A handle that stops this server.
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        self.shutdown.clone()
+    }
+
+    /// The runtime the server runs on, to spawn helpers (signal handlers, say) beside it.
+    pub fn runtime(&self) -> &tokio::runtime::Handle {
+        self.runtime.handle()
+    }
+
+    /// Serves until a shutdown is asked for, then stops accepting, waits for in-flight requests
+    /// (at most the configured grace period, or until a second shutdown request) and stops.
+    /// Blocks the calling thread.
+    pub fn run_until_stopped(self) -> ShutdownReport {
+        let grace = self.state.config.server.grace_period;
+        let metrics = self.state.metrics.clone();
+        let mut stop = self.stop_rx.clone();
+        let services = self.services;
+        let report = self.runtime.block_on(async move {
+            let _ = stop.wait_for(|s| *s != Stop::Running).await;
+            let started = Instant::now();
+            tracing::info!(
+                in_flight = metrics.in_flight(),
+                grace_period = %humantime::format_duration(grace),
+                "shutting down: no new connections; waiting for in-flight requests"
+            );
+            for service in services {
+                let _ = service.await;
+            }
+            tokio::select! {
+                _ = metrics.wait_idle() => {}
+                _ = tokio::time::sleep(grace.saturating_sub(started.elapsed())) => {}
+                _ = stop.wait_for(|s| *s == Stop::Now) => {}
+            }
+            ShutdownReport {
+                abandoned: metrics.in_flight().max(0),
+                waited: started.elapsed(),
+            }
+        });
+        if report.abandoned > 0 {
+            tracing::warn!(
+                abandoned = report.abandoned,
+                "stopped with requests still in flight"
+            );
+        } else {
+            tracing::info!(
+                waited_ms = report.waited.as_millis() as u64,
+                "all requests finished; stopped"
+            );
+        }
+        self.runtime.shutdown_timeout(Duration::from_millis(200));
+        report
+    }
+}
