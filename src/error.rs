@@ -150,13 +150,13 @@ mod tests {
             Some(502)
         );
         let mut timeout = PingoraError::explain(ErrorType::ReadTimedout, "slow");
-        timeout.set_esource(ErrorSource::Upstream);
+        timeout.as_up();
         assert_eq!(
             ProxyError::from_pingora(&timeout, "a").map(|e| e.status()),
             Some(504)
         );
         let mut gone = PingoraError::explain(ErrorType::ConnectionClosed, "bye");
-        gone.set_esource(ErrorSource::Downstream);
+        gone.as_down();
         assert_eq!(ProxyError::from_pingora(&gone, "a"), None);
     }
 }

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use super::serve::{run_until_signalled, start};
+use super::serve::start;
 use super::{report_problems, ConfigArg};
 use crate::sample;
 
@@ -49,6 +49,6 @@ pub fn run(arg: &ConfigArg) -> ExitCode {
          \x20 curl -s http://{admin}/metrics | grep interlingua_\n\n\
          Stop with Ctrl-C.\n"
     );
-    run_until_signalled(server);
+    server.run_until_stopped();
     ExitCode::SUCCESS
 }

@@ -16,14 +16,15 @@ pub fn run(arg: &ConfigArg) -> ExitCode {
     };
     match start(config) {
         Ok(server) => {
-            run_until_signalled(server);
+            server.run_until_stopped();
             ExitCode::SUCCESS
         }
         Err(code) => code,
     }
 }
 
-/// Sets up logging and starts the server, printing the ready line on stdout.
+/// Sets up logging, starts the server, installs the signal handlers and then prints the ready
+/// line on stdout (so a signal sent after the line is always handled).
 pub(super) fn start(config: Config) -> Result<Server, ExitCode> {
     if let Err(e) = telemetry::init(&config.log) {
         eprintln!("interlingua: {e}");
@@ -32,6 +33,10 @@ pub(super) fn start(config: Config) -> Result<Server, ExitCode> {
     let server = Server::start(config).map_err(|e| {
         tracing::error!("{e}");
         eprintln!("interlingua: {e}");
+        ExitCode::FAILURE
+    })?;
+    stop_on_signals(&server).map_err(|e| {
+        eprintln!("interlingua: cannot install signal handlers: {e}");
         ExitCode::FAILURE
     })?;
     let proxies: Vec<String> = server
@@ -48,17 +53,14 @@ pub(super) fn start(config: Config) -> Result<Server, ExitCode> {
     Ok(server)
 }
 
-/// Serves until SIGTERM or SIGINT; a second signal stops waiting for in-flight requests.
-pub(super) fn run_until_signalled(server: Server) {
+/// SIGTERM or SIGINT begins a graceful shutdown; a second one stops waiting for in-flight
+/// requests.
+fn stop_on_signals(server: &Server) -> std::io::Result<()> {
+    let _runtime = server.runtime().enter();
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
     let handle = server.shutdown_handle();
     server.runtime().spawn(async move {
-        let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
-            tracing::error!("cannot install signal handlers; stop the process with SIGKILL");
-            return;
-        };
         loop {
             let name = tokio::select! {
                 _ = term.recv() => "SIGTERM",
@@ -68,5 +70,5 @@ pub(super) fn run_until_signalled(server: Server) {
             handle.shutdown();
         }
     });
-    server.run_until_stopped();
+    Ok(())
 }

@@ -164,7 +164,7 @@ impl ProxyHttp for Proxy {
         ctx.upstream_started.get_or_insert(now);
         ctx.upstream_deadline
             .get_or_insert(now + upstream.config.total_timeout);
-        upstream.peer().map_err(ProxyError::into_pingora)
+        upstream.peer().await.map_err(ProxyError::into_pingora)
     }
 
     async fn upstream_request_filter(

@@ -13,6 +13,8 @@ use crate::error::ProxyError;
 
 /// How often host names are resolved again.
 const RESOLVE_EVERY: Duration = Duration::from_secs(30);
+/// How long one resolution may take before it counts as failed.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long an idle pooled upstream connection is kept.
 const POOL_IDLE: Duration = Duration::from_secs(60);
 
@@ -60,14 +62,17 @@ impl Upstreams {
         self.list.iter()
     }
 
-    /// Resolves every host name once. IP literals need nothing.
+    /// Resolves every host name once, all at the same time. IP literals need nothing.
     pub async fn resolve_all(&self) {
+        let mut lookups = tokio::task::JoinSet::new();
         for u in &self.list {
-            u.resolve().await;
+            let u = u.clone();
+            lookups.spawn(async move { u.resolve().await });
         }
+        while lookups.join_next().await.is_some() {}
     }
 
-    /// Keeps host names resolved, every [`RESOLVE_EVERY`], until the process ends.
+    /// Resolves host names now and then every [`RESOLVE_EVERY`], until the runtime stops.
     pub async fn keep_resolved(self: Arc<Self>) {
         let mut tick = tokio::time::interval(RESOLVE_EVERY);
         loop {
@@ -97,14 +102,19 @@ impl UpstreamState {
             return;
         }
         let authority = self.config.authority();
-        let outcome = match tokio::net::lookup_host(authority.as_str()).await {
-            Ok(mut addrs) => match addrs.next() {
+        let lookup =
+            tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host(authority.as_str()));
+        let host = &self.config.host;
+        let outcome = match lookup.await {
+            Ok(Ok(mut addrs)) => match addrs.next() {
                 Some(addr) => Resolution::Ok(addr),
-                None => {
-                    Resolution::Failed(format!("`{}` resolves to no address", self.config.host))
-                }
+                None => Resolution::Failed(format!("`{host}` resolves to no address")),
             },
-            Err(e) => Resolution::Failed(format!("cannot resolve `{}`: {e}", self.config.host)),
+            Ok(Err(e)) => Resolution::Failed(format!("cannot resolve `{host}`: {e}")),
+            Err(_) => Resolution::Failed(format!(
+                "resolving `{host}` took longer than {}s",
+                RESOLVE_TIMEOUT.as_secs()
+            )),
         };
         if let Resolution::Failed(why) = &outcome {
             tracing::warn!(upstream = %self.config.name, "{why}");
@@ -116,8 +126,13 @@ impl UpstreamState {
         *self.resolved.write() = outcome;
     }
 
-    /// The peer for one request, with this upstream's timeouts.
-    pub fn peer(&self) -> Result<Box<HttpPeer>, ProxyError> {
+    /// The peer for one request, with this upstream's timeouts. An upstream not resolved yet
+    /// (the first request after start-up) is resolved now.
+    pub async fn peer(&self) -> Result<Box<HttpPeer>, ProxyError> {
+        let pending = matches!(&*self.resolved.read(), Resolution::Pending);
+        if pending {
+            self.resolve().await;
+        }
         let addr = match &*self.resolved.read() {
             Resolution::Ok(addr) => *addr,
             Resolution::Pending => return Err(self.failed("its address is not resolved yet")),

@@ -89,7 +89,8 @@ pub struct ShutdownReport {
 
 impl Server {
     /// Binds every listener and starts serving. Returns once the sockets are bound: connections
-    /// made after this returns are accepted.
+    /// made after this returns are accepted. May be called from inside another tokio runtime
+    /// (it never blocks on its own).
     pub fn start(config: Config) -> Result<Server, StartError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(config.server.threads)
@@ -129,9 +130,7 @@ impl Server {
             let _ = pingora_tx.send(true);
         });
 
-        let upstreams = state.upstreams.clone();
-        runtime.block_on(upstreams.resolve_all());
-        runtime.spawn(upstreams.keep_resolved());
+        runtime.spawn(state.upstreams.clone().keep_resolved());
 
         tracing::info!(
             proxy = ?bound.proxy_addrs,

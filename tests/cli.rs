@@ -1,0 +1,319 @@
+//! The `interlingua` binary: `check`, `--version`, and `serve` stopped by a real signal.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{client, text, Upstream, DEADLINE};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use tokio::sync::Notify;
+
+fn interlingua() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_interlingua"));
+    cmd.env_remove("RUST_LOG");
+    cmd
+}
+
+fn run(args: &[&str]) -> Output {
+    interlingua().args(args).output().expect("run interlingua")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn version_names_the_crate_version() {
+    let out = run(&["--version"]);
+    assert!(out.status.success());
+    assert_eq!(
+        stdout(&out).trim(),
+        format!("interlingua {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn every_file_in_config_passes_check() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let out = run(&["check", "-c", path.to_str().unwrap()]);
+            assert!(
+                out.status.success(),
+                "{}:\n{}",
+                path.display(),
+                stdout(&out)
+            );
+            let line = stdout(&out);
+            assert!(line.contains(": ok ("), "{line}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 1, "no config files found in {}", dir.display());
+}
+
+#[test]
+fn check_without_a_file_uses_the_embedded_default_outside_the_repo() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = interlingua()
+        .arg("check")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert_eq!(
+        stdout(&out).trim(),
+        "<embedded default>: ok (1 listener(s), 1 upstream(s), 1 route(s))"
+    );
+}
+
+const BROKEN: &str = r#"[server]
+threads = -3
+grace_period = "5"
+
+[log]
+format = "xml"
+
+[[listeners]]
+address = "not-an-address"
+
+[[upstreams]]
+name = "a"
+address = "127.0.0.1:9000"
+read_timeout = "10m"
+total_timeout = "1m"
+
+[[upstreams]]
+name = "a"
+address = "http://example.com"
+retries = 3
+
+[[routes]]
+match = { path_prefix = "api" }
+upstream = "nowhere"
+front = "mip999"
+
+[[routes]]
+match = { path_prefix = "/x", methods = ["GET", "not a method"] }
+upstream = "a"
+max_body = "huge"
+
+[unknown_table]
+x = 1
+"#;
+
+#[test]
+fn check_reports_every_problem_with_its_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("broken.toml");
+    std::fs::write(&file, BROKEN).unwrap();
+    let name = file.display().to_string();
+    let out = run(&["check", "-c", &name]);
+    assert_eq!(out.status.code(), Some(1));
+    let lines: Vec<String> = stdout(&out)
+        .lines()
+        .map(|l| l.replacen(&name, "F", 1))
+        .collect();
+    let expected = [
+        "F:2:11: server.threads: must be between 0 (one per CPU core) and 1024",
+        "F:3:16: server.grace_period: `5` has no unit; write it as \"5s\" or \"5ms\"",
+        "F:6:10: log: unknown variant `xml`, expected `text` or `json`",
+        "F:9:11: listeners[0].address: `not-an-address` is not an address to listen on; write ip:port, e.g. \"127.0.0.1:8080\"",
+        "F:14:16: upstreams[0].read_timeout: read_timeout (10m) is longer than total_timeout (1m)",
+        "F:20:1: upstreams[1]: unknown field `retries`, expected one of `name`, `address`, `tls`, `sni`, `verify_certificate`, `connect_timeout`, `read_timeout`, `total_timeout`",
+        "F:23:25: routes[0].match.path_prefix: must be a path starting with '/', without query or fragment",
+        "F:24:12: routes[0].upstream: no upstream named `nowhere` (defined: a)",
+        "F:25:9: routes[0].front: unknown dialect `mip999`; this build knows: passthrough",
+        "F:28:49: routes[1].match.methods[1]: `not a method` is not an HTTP method",
+        "F:30:12: routes[1].max_body: `huge` is not a size; examples: \"10MiB\", \"512KB\", \"1048576\"",
+        "F:32:2: unknown_table: unknown section `unknown_table`; expected one of: server, log, admin, listeners, upstreams, routes",
+        "12 problem(s) found",
+    ];
+    assert_eq!(lines, expected, "\n{}", lines.join("\n"));
+}
+
+#[test]
+fn check_reports_toml_syntax_errors_with_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("syntax.toml");
+    std::fs::write(&file, "[server]\nthreads = \n").unwrap();
+    let out = run(&["check", "-c", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let first = stdout(&out).lines().next().unwrap_or_default().to_string();
+    assert!(
+        first.starts_with(&format!("{}:2:", file.display())),
+        "{first}"
+    );
+}
+
+#[test]
+fn check_of_a_missing_file_says_so() {
+    let out = run(&["check", "-c", "/nonexistent/interlingua.toml"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).starts_with("/nonexistent/interlingua.toml: cannot read the file"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn serve_refuses_to_start_on_a_bad_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.toml");
+    std::fs::write(&file, "[[listeners]]\naddress = \"nope\"\n").unwrap();
+    let out = run(&["serve", "-c", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("listeners[0].address"), "{err}");
+    assert!(err.contains("nothing was started"), "{err}");
+}
+
+/// A `serve` child process, with the addresses it reported.
+struct Served {
+    child: Child,
+    proxy: SocketAddr,
+}
+
+fn serve(config: &str, dir: &Path) -> Served {
+    let file = dir.join("serve.toml");
+    std::fs::write(&file, config).unwrap();
+    let mut child = interlingua()
+        .args(["serve", "-c", file.to_str().unwrap()])
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The ready line is the signal that the listeners are bound.
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let line = rx
+        .recv_timeout(DEADLINE)
+        .expect("serve printed its ready line");
+    let proxy = line
+        .strip_prefix("interlingua ready: proxy ")
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("unexpected ready line: {line}"))
+        .parse()
+        .unwrap();
+    Served { child, proxy }
+}
+
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(started.elapsed() < DEADLINE, "the process did not exit");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_the_request_in_flight_finish_then_exits_0() {
+    let release = Arc::new(Notify::new());
+    let r = release.clone();
+    let upstream = Upstream::start(move |_req| {
+        let r = r.clone();
+        async move {
+            r.notified().await;
+            text(200, "done")
+        }
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut served = serve(
+        &format!(
+            r#"
+[server]
+data_dir = "data"
+grace_period = "20s"
+[admin]
+address = "127.0.0.1:0"
+[[listeners]]
+address = "127.0.0.1:0"
+[[upstreams]]
+name = "up"
+address = "{}"
+[[routes]]
+match = {{ path_prefix = "/" }}
+upstream = "up"
+"#,
+            upstream.addr
+        ),
+        dir.path(),
+    );
+    assert!(
+        dir.path().join("data").is_dir(),
+        "the data directory is created"
+    );
+    let in_flight = tokio::spawn(client().get(format!("http://{}/work", served.proxy)).send());
+    upstream.wait_for_requests(1).await;
+
+    kill(Pid::from_raw(served.child.id() as i32), Signal::SIGTERM).unwrap();
+    // Still running while the request is held...
+    let started = Instant::now();
+    loop {
+        if tokio::net::TcpStream::connect(served.proxy).await.is_err() {
+            break;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "still accepting after SIGTERM"
+        );
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        served.child.try_wait().unwrap().is_none(),
+        "exited with a request in flight"
+    );
+    // ...and done once it is answered.
+    release.notify_one();
+    let resp = in_flight.await.unwrap().unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.text().await.unwrap(), "done");
+    let status = tokio::task::spawn_blocking(move || wait_exit(&mut served.child))
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_stops_an_idle_server_with_exit_code_0() {
+    let upstream = Upstream::ok().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut served = serve(
+        &format!(
+            "[server]\ndata_dir = \"data\"\n[admin]\naddress = \"127.0.0.1:0\"\n[[listeners]]\naddress = \"127.0.0.1:0\"\n\
+             [[upstreams]]\nname = \"up\"\naddress = \"{}\"\n[[routes]]\nmatch = {{ path_prefix = \"/\" }}\nupstream = \"up\"\n",
+            upstream.addr
+        ),
+        dir.path(),
+    );
+    let resp = client()
+        .get(format!("http://{}/x", served.proxy))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    kill(Pid::from_raw(served.child.id() as i32), Signal::SIGINT).unwrap();
+    let status = tokio::task::spawn_blocking(move || wait_exit(&mut served.child))
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+}

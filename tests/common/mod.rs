@@ -1,0 +1,344 @@
+//! Test harness: real upstream servers and a real interlingua, all on 127.0.0.1:0.
+//!
+//! Nothing here sleeps to synchronise: waits are on conditions (a channel, a counter, a socket
+//! state) and every wait has a deadline, so a broken proxy fails a test instead of hanging it.
+
+#![allow(dead_code)]
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use interlingua::server::{Server, ShutdownHandle, ShutdownReport};
+use tokio::net::TcpListener;
+
+/// The longest any single wait in a test may take before the test fails.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+pub type Body = BoxBody<Bytes, hyper::Error>;
+type Handler = Arc<
+    dyn Fn(Request<Incoming>) -> Pin<Box<dyn Future<Output = Response<Body>> + Send>> + Send + Sync,
+>;
+
+/// A request as an upstream saw it (the body is read by handlers that want it).
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    /// Path and query, exactly as received.
+    pub target: String,
+    pub headers: Vec<(String, Vec<u8>)>,
+}
+
+impl Seen {
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+    }
+
+    pub fn header_all(&self, name: &str) -> Vec<String> {
+        self.headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+            .collect()
+    }
+}
+
+/// A real HTTP/1.1 upstream on an ephemeral port, counting connections and recording requests.
+pub struct Upstream {
+    pub addr: SocketAddr,
+    connections: Arc<AtomicUsize>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Upstream {
+    /// Starts an upstream answering every request with `handler`.
+    pub async fn start<F, Fut>(handler: F) -> Upstream
+    where
+        F: Fn(Request<Incoming>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Response<Body>> + Send + 'static,
+    {
+        let handler: Handler = Arc::new(move |req| Box::pin(handler(req)));
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind upstream");
+        let addr = listener.local_addr().expect("upstream address");
+        let connections = Arc::new(AtomicUsize::new(0));
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let (c, s) = (connections.clone(), seen.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                c.fetch_add(1, Ordering::SeqCst);
+                let (handler, seen) = (handler.clone(), s.clone());
+                tokio::spawn(async move {
+                    let service = service_fn(move |req: Request<Incoming>| {
+                        seen.lock().unwrap().push(Seen {
+                            method: req.method().to_string(),
+                            target: req.uri().to_string(),
+                            headers: req
+                                .headers()
+                                .iter()
+                                .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+                                .collect(),
+                        });
+                        let fut = handler(req);
+                        async move { Ok::<_, Infallible>(fut.await) }
+                    });
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Upstream {
+            addr,
+            connections,
+            seen,
+            task,
+        }
+    }
+
+    /// An upstream answering every request with `200 ok`.
+    pub async fn ok() -> Upstream {
+        Upstream::start(|_req| async { text(200, "ok") }).await
+    }
+
+    /// An upstream that streams every request body straight back as the response body.
+    pub async fn echo_body() -> Upstream {
+        Upstream::start(|req: Request<Incoming>| async move {
+            let body = req.into_body().boxed();
+            Response::builder()
+                .status(200)
+                .body(body)
+                .expect("response")
+        })
+        .await
+    }
+
+    /// An upstream that reads each whole request body before answering `read <n> bytes`.
+    pub async fn read_all() -> Upstream {
+        Upstream::start(|req: Request<Incoming>| async move {
+            match req.into_body().collect().await {
+                Ok(body) => {
+                    let n = body.to_bytes().len();
+                    Response::builder()
+                        .status(200)
+                        .body(full(format!("read {n} bytes")))
+                        .expect("response")
+                }
+                Err(_) => text(400, "body broken off"),
+            }
+        })
+        .await
+    }
+
+    /// TCP connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+
+    /// Requests received so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Waits until the upstream has received `n` requests.
+    pub async fn wait_for_requests(&self, n: usize) {
+        wait_until(|| self.seen.lock().unwrap().len() >= n, "upstream requests").await;
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A response with a text body.
+pub fn text(status: u16, body: &'static str) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "text/plain")
+        .body(full(body))
+        .expect("response")
+}
+
+pub fn full(body: impl Into<Bytes>) -> Body {
+    Full::new(body.into())
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+/// Polls `cond` until it holds; fails the test after [`DEADLINE`].
+pub async fn wait_until(mut cond: impl FnMut() -> bool, what: &str) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// A real interlingua, started in-process from config text.
+pub struct Proxy {
+    pub addr: SocketAddr,
+    pub addrs: Vec<SocketAddr>,
+    pub admin: SocketAddr,
+    handle: ShutdownHandle,
+    thread: Option<std::thread::JoinHandle<ShutdownReport>>,
+    _data: tempfile::TempDir,
+}
+
+impl Proxy {
+    /// Starts interlingua on `config`, which may use `{data_dir}`; listeners should use port 0.
+    pub fn start(config: &str) -> Proxy {
+        let data = tempfile::tempdir().expect("temp dir");
+        let text = config.replace(
+            "{data_dir}",
+            &data.path().join("data").display().to_string(),
+        );
+        let config = match interlingua::config::parse(&text, "test.toml") {
+            Ok(c) => c,
+            Err(problems) => panic!("test config is invalid:\n{problems}\n---\n{text}"),
+        };
+        let server = Server::start(config).expect("server starts");
+        let addrs = server.proxy_addrs().to_vec();
+        let admin = server.admin_addr();
+        let handle = server.shutdown_handle();
+        let thread = std::thread::spawn(move || server.run_until_stopped());
+        Proxy {
+            addr: addrs[0],
+            addrs,
+            admin,
+            handle,
+            thread: Some(thread),
+            _data: data,
+        }
+    }
+
+    /// A config with one listener and one passthrough route `/` to `upstream`, plus `extra`
+    /// TOML appended (more upstreams and routes).
+    pub fn passthrough(
+        upstream: SocketAddr,
+        upstream_settings: &str,
+        route_settings: &str,
+    ) -> Proxy {
+        Proxy::start(&format!(
+            r#"
+[server]
+data_dir = "{{data_dir}}"
+threads = 2
+grace_period = "5s"
+
+[log]
+access_log = true
+
+[admin]
+address = "127.0.0.1:0"
+
+[[listeners]]
+address = "127.0.0.1:0"
+
+[[upstreams]]
+name = "up"
+address = "{upstream}"
+{upstream_settings}
+
+[[routes]]
+name = "main"
+match = {{ path_prefix = "/" }}
+upstream = "up"
+{route_settings}
+"#
+        ))
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn admin_url(&self, path: &str) -> String {
+        format!("http://{}{}", self.admin, path)
+    }
+
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        self.handle.clone()
+    }
+
+    /// Asks for a graceful shutdown and waits until the server has stopped.
+    pub fn stop(mut self) -> ShutdownReport {
+        self.handle.shutdown();
+        self.thread
+            .take()
+            .expect("running")
+            .join()
+            .expect("server thread")
+    }
+
+    /// Waits (off the async runtime) for a server whose shutdown was already requested.
+    pub async fn join(mut self) -> ShutdownReport {
+        let thread = self.thread.take().expect("running");
+        tokio::task::spawn_blocking(move || thread.join().expect("server thread"))
+            .await
+            .expect("join")
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            self.handle.shutdown();
+            self.handle.shutdown();
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A plain HTTP client that keeps connections alive and never retries.
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(DEADLINE)
+        .build()
+        .expect("client")
+}
+
+/// Parses the JSON error body interlingua answers with and checks its shape.
+pub fn error_of(body: &str) -> (String, String, String) {
+    let v: serde_json::Value =
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"));
+    let e = &v["error"];
+    assert_eq!(
+        v.as_object().map(|o| o.len()),
+        Some(1),
+        "only `error` at the top: {body}"
+    );
+    assert_eq!(
+        e.as_object().map(|o| o.len()),
+        Some(3),
+        "code, message, request_id: {body}"
+    );
+    (
+        e["code"].as_str().expect("code").to_string(),
+        e["message"].as_str().expect("message").to_string(),
+        e["request_id"].as_str().expect("request_id").to_string(),
+    )
+}
