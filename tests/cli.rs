@@ -184,13 +184,17 @@ struct Served {
 }
 
 fn serve(config: &str, dir: &Path) -> Served {
+    serve_with_stderr(config, dir, Stdio::null())
+}
+
+fn serve_with_stderr(config: &str, dir: &Path, stderr: Stdio) -> Served {
     let file = dir.join("serve.toml");
     std::fs::write(&file, config).unwrap();
     let mut child = interlingua()
         .args(["serve", "-c", file.to_str().unwrap()])
         .current_dir(dir)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     // The ready line is the signal that the listeners are bound.
@@ -316,4 +320,57 @@ async fn sigint_stops_an_idle_server_with_exit_code_0() {
         .await
         .unwrap();
     assert_eq!(status.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_carry_one_access_event_per_request() {
+    let upstream = Upstream::ok().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("stderr.log");
+    let log_file = std::fs::File::create(&log_path).unwrap();
+    let mut served = serve_with_stderr(
+        &format!(
+            "[server]\ndata_dir = \"data\"\n[log]\nformat = \"json\"\nfilter = \"warn,interlingua::access=info\"\n\
+             [admin]\naddress = \"127.0.0.1:0\"\n[[listeners]]\naddress = \"127.0.0.1:0\"\n\
+             [[upstreams]]\nname = \"up\"\naddress = \"{}\"\n[[routes]]\nname = \"logged\"\nmatch = {{ path_prefix = \"/\" }}\nupstream = \"up\"\n",
+            upstream.addr
+        ),
+        dir.path(),
+        Stdio::from(log_file),
+    );
+    let resp = client()
+        .post(format!("http://{}/logged/path?secret=token", served.proxy))
+        .header("x-request-id", "log-test-1")
+        .body("12345")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.text().await.unwrap(), "ok");
+    kill(Pid::from_raw(served.child.id() as i32), Signal::SIGTERM).unwrap();
+    let status = tokio::task::spawn_blocking(move || wait_exit(&mut served.child))
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let events: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
+        .filter(|v: &serde_json::Value| v["target"] == "interlingua::access")
+        .collect();
+    assert_eq!(events.len(), 1, "{log}");
+    let e = &events[0];
+    assert_eq!(e["request_id"], "log-test-1");
+    assert_eq!(e["route"], "logged");
+    assert_eq!(e["method"], "POST");
+    assert_eq!(
+        e["path"], "/logged/path",
+        "the query (which may hold secrets) is not logged"
+    );
+    assert_eq!(e["status"], 200);
+    assert_eq!(e["bytes_in"], 5);
+    assert_eq!(e["bytes_out"], 2);
+    assert!(e["upstream_ms"].as_f64().unwrap() >= 0.0);
+    assert!(e["total_ms"].as_f64().unwrap() >= e["upstream_ms"].as_f64().unwrap());
 }

@@ -391,3 +391,71 @@ upstream = "up"
     assert_eq!(&body[..], b"ok");
     assert_eq!(upstream.seen()[0].target, "/secure");
 }
+
+/// A TLS upstream with a self-signed certificate, answering `sni=<name the client sent>`.
+async fn tls_upstream() -> std::net::SocketAddr {
+    use tokio_rustls::rustls;
+    let cert = rcgen::generate_simple_self_signed(vec!["agent.internal".to_string()]).unwrap();
+    let key = rustls_pki_types::PrivateKeyDer::try_from(cert.signing_key.serialize_der()).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = std::sync::Arc::new(
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.cert.der().clone()], key)
+            .unwrap(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let config = config.clone();
+            tokio::spawn(async move {
+                let acceptor =
+                    tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), tcp);
+                let Ok(start) = acceptor.await else { return };
+                let sni = start
+                    .client_hello()
+                    .server_name()
+                    .unwrap_or("-")
+                    .to_string();
+                let Ok(tls) = start.into_stream(config).await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(move |_req| {
+                    let body = format!("sni={sni}");
+                    async move { Ok::<_, std::convert::Infallible>(Response::new(full(body))) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_upstreams_get_the_configured_sni() {
+    let addr = tls_upstream().await;
+    let proxy = Proxy::passthrough(
+        addr,
+        "tls = true\nsni = \"agent.internal\"\nverify_certificate = false",
+        "",
+    );
+    let resp = client().get(proxy.url("/over-tls")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.text().await.unwrap(), "sni=agent.internal");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_upstream_with_an_untrusted_certificate_is_502() {
+    let addr = tls_upstream().await;
+    let proxy = Proxy::passthrough(addr, "tls = true\nsni = \"agent.internal\"", "");
+    let resp = client().get(proxy.url("/over-tls")).send().await.unwrap();
+    assert_eq!(resp.status(), 502);
+    let (code, message, _) = common::error_of(&resp.text().await.unwrap());
+    assert_eq!(code, "upstream_failed");
+    assert!(message.contains("upstream `up`"), "{message}");
+}
