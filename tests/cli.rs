@@ -9,7 +9,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{client, text, Upstream, DEADLINE};
+use common::{client, one_route, Upstream, DEADLINE};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tokio::sync::Notify;
@@ -183,6 +183,11 @@ struct Served {
     proxy: SocketAddr,
 }
 
+/// The standard test config, with its data directory relative to where `serve` runs.
+fn test_config(server: &str, rest: &str) -> String {
+    common::config(server, rest).replace("{data_dir}", "data")
+}
+
 fn serve(config: &str, dir: &Path) -> Served {
     serve_with_stderr(config, dir, Stdio::null())
 }
@@ -231,35 +236,10 @@ fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_the_request_in_flight_finish_then_exits_0() {
     let release = Arc::new(Notify::new());
-    let r = release.clone();
-    let upstream = Upstream::start(move |_req| {
-        let r = r.clone();
-        async move {
-            r.notified().await;
-            text(200, "done")
-        }
-    })
-    .await;
+    let upstream = Upstream::held(release.clone(), "done").await;
     let dir = tempfile::tempdir().unwrap();
     let mut served = serve(
-        &format!(
-            r#"
-[server]
-data_dir = "data"
-grace_period = "20s"
-[admin]
-address = "127.0.0.1:0"
-[[listeners]]
-address = "127.0.0.1:0"
-[[upstreams]]
-name = "up"
-address = "{}"
-[[routes]]
-match = {{ path_prefix = "/" }}
-upstream = "up"
-"#,
-            upstream.addr
-        ),
+        &test_config("grace_period = \"20s\"", &one_route(upstream.addr, "", "")),
         dir.path(),
     );
     assert!(
@@ -302,11 +282,7 @@ async fn sigint_stops_an_idle_server_with_exit_code_0() {
     let upstream = Upstream::ok().await;
     let dir = tempfile::tempdir().unwrap();
     let mut served = serve(
-        &format!(
-            "[server]\ndata_dir = \"data\"\n[admin]\naddress = \"127.0.0.1:0\"\n[[listeners]]\naddress = \"127.0.0.1:0\"\n\
-             [[upstreams]]\nname = \"up\"\naddress = \"{}\"\n[[routes]]\nmatch = {{ path_prefix = \"/\" }}\nupstream = \"up\"\n",
-            upstream.addr
-        ),
+        &test_config("", &one_route(upstream.addr, "", "")),
         dir.path(),
     );
     let resp = client()
@@ -329,11 +305,12 @@ async fn json_logs_carry_one_access_event_per_request() {
     let log_path = dir.path().join("stderr.log");
     let log_file = std::fs::File::create(&log_path).unwrap();
     let mut served = serve_with_stderr(
-        &format!(
-            "[server]\ndata_dir = \"data\"\n[log]\nformat = \"json\"\nfilter = \"warn,interlingua::access=info\"\n\
-             [admin]\naddress = \"127.0.0.1:0\"\n[[listeners]]\naddress = \"127.0.0.1:0\"\n\
-             [[upstreams]]\nname = \"up\"\naddress = \"{}\"\n[[routes]]\nname = \"logged\"\nmatch = {{ path_prefix = \"/\" }}\nupstream = \"up\"\n",
-            upstream.addr
+        &test_config(
+            "",
+            &format!(
+                "[log]\nformat = \"json\"\nfilter = \"warn,interlingua::access=info\"\n\n{}",
+                one_route(upstream.addr, "", "")
+            ),
         ),
         dir.path(),
         Stdio::from(log_file),
@@ -362,7 +339,7 @@ async fn json_logs_carry_one_access_event_per_request() {
     assert_eq!(events.len(), 1, "{log}");
     let e = &events[0];
     assert_eq!(e["request_id"], "log-test-1");
-    assert_eq!(e["route"], "logged");
+    assert_eq!(e["route"], "main");
     assert_eq!(e["method"], "POST");
     assert_eq!(
         e["path"], "/logged/path",

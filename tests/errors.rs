@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{client, error_of, Proxy, Upstream, DEADLINE};
+use common::{client, config, error_of, route_at, Proxy, Upstream, DEADLINE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -24,23 +24,7 @@ async fn assert_error(resp: reqwest::Response, status: u16, code: &str) -> Strin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_route_is_404_with_the_json_error_shape() {
     let upstream = Upstream::ok().await;
-    let proxy = Proxy::start(&format!(
-        r#"
-[server]
-data_dir = "{{data_dir}}"
-[admin]
-address = "127.0.0.1:0"
-[[listeners]]
-address = "127.0.0.1:0"
-[[upstreams]]
-name = "up"
-address = "{}"
-[[routes]]
-match = {{ path_prefix = "/agents" }}
-upstream = "up"
-"#,
-        upstream.addr
-    ));
+    let proxy = Proxy::start(&config("", &route_at(upstream.addr, "/agents", "", "")));
     let resp = client()
         .get(proxy.url("/elsewhere?x=1"))
         .header("x-request-id", "r-404")
@@ -247,23 +231,7 @@ async fn an_upstream_that_trickles_past_its_total_timeout_is_cut_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_connection_after_an_error_still_serves_the_next_request() {
     let upstream = Upstream::ok().await;
-    let proxy = Proxy::start(&format!(
-        r#"
-[server]
-data_dir = "{{data_dir}}"
-[admin]
-address = "127.0.0.1:0"
-[[listeners]]
-address = "127.0.0.1:0"
-[[upstreams]]
-name = "up"
-address = "{}"
-[[routes]]
-match = {{ path_prefix = "/ok" }}
-upstream = "up"
-"#,
-        upstream.addr
-    ));
+    let proxy = Proxy::start(&config("", &route_at(upstream.addr, "/ok", "", "")));
     let http = client();
     let miss = http.get(proxy.url("/missing")).send().await.unwrap();
     assert_eq!(miss.status(), 404);

@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{client, text, Proxy, Upstream, DEADLINE};
+use common::{client, config, one_route, text, Proxy, Upstream, DEADLINE};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
@@ -32,14 +32,9 @@ async fn healthz_and_readyz_answer_on_the_admin_listener() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_is_503_while_an_upstream_cannot_be_resolved() {
-    let proxy = Proxy::start(
+    let proxy = Proxy::start(&config(
+        "",
         r#"
-[server]
-data_dir = "{data_dir}"
-[admin]
-address = "127.0.0.1:0"
-[[listeners]]
-address = "127.0.0.1:0"
 [[upstreams]]
 name = "ghost"
 address = "no-such-host.invalid:80"
@@ -47,7 +42,7 @@ address = "no-such-host.invalid:80"
 match = { path_prefix = "/" }
 upstream = "ghost"
 "#,
-    );
+    ));
     let http = client();
     let mut last = String::new();
     let started = std::time::Instant::now();
@@ -133,15 +128,7 @@ async fn metrics_count_requests_by_route_and_status() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_show_requests_in_flight() {
     let release = Arc::new(Notify::new());
-    let r = release.clone();
-    let upstream = Upstream::start(move |_req| {
-        let r = r.clone();
-        async move {
-            r.notified().await;
-            text(200, "late")
-        }
-    })
-    .await;
+    let upstream = Upstream::held(release.clone(), "late").await;
     let proxy = Proxy::passthrough(upstream.addr, "", "");
     let pending = tokio::spawn(client().get(proxy.url("/held")).send());
     upstream.wait_for_requests(1).await;
@@ -164,15 +151,7 @@ async fn metrics_show_requests_in_flight() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_stops_accepting_and_lets_the_request_in_flight_finish() {
     let release = Arc::new(Notify::new());
-    let r = release.clone();
-    let upstream = Upstream::start(move |_req| {
-        let r = r.clone();
-        async move {
-            r.notified().await;
-            text(200, "finished")
-        }
-    })
-    .await;
+    let upstream = Upstream::held(release.clone(), "finished").await;
     let proxy = Proxy::passthrough(upstream.addr, "", "");
     let addr = proxy.addr;
     let in_flight = tokio::spawn(client().get(proxy.url("/long")).send());
@@ -210,23 +189,9 @@ async fn shutdown_gives_up_on_requests_after_the_grace_period() {
         text(200, "never")
     })
     .await;
-    let proxy = Proxy::start(&format!(
-        r#"
-[server]
-data_dir = "{{data_dir}}"
-grace_period = "300ms"
-[admin]
-address = "127.0.0.1:0"
-[[listeners]]
-address = "127.0.0.1:0"
-[[upstreams]]
-name = "up"
-address = "{}"
-[[routes]]
-match = {{ path_prefix = "/" }}
-upstream = "up"
-"#,
-        upstream.addr
+    let proxy = Proxy::start(&config(
+        "grace_period = \"300ms\"",
+        &one_route(upstream.addr, "", ""),
     ));
     let _stuck = tokio::spawn(client().get(proxy.url("/stuck")).send());
     upstream.wait_for_requests(1).await;

@@ -4,7 +4,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{client, full, text, Proxy, Upstream, DEADLINE};
+use common::{client, config, full, one_route, text, Proxy, Upstream, DEADLINE};
 use futures_util::StreamExt;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
@@ -275,14 +275,10 @@ async fn routes_choose_the_upstream_by_host_prefix_and_method() {
     let a = Upstream::start(|_req| async { text(200, "a") }).await;
     let b = Upstream::start(|_req| async { text(200, "b") }).await;
     let c = Upstream::start(|_req| async { text(200, "c") }).await;
-    let proxy = Proxy::start(&format!(
-        r#"
-[server]
-data_dir = "{{data_dir}}"
-[admin]
-address = "127.0.0.1:0"
-[[listeners]]
-address = "127.0.0.1:0"
+    let proxy = Proxy::start(&config(
+        "",
+        &format!(
+            r#"
 [[upstreams]]
 name = "a"
 address = "{}"
@@ -305,7 +301,8 @@ name = "agents-host"
 match = {{ path_prefix = "/", host = "agents.example" }}
 upstream = "c"
 "#,
-        a.addr, b.addr, c.addr
+            a.addr, b.addr, c.addr
+        ),
     ));
     let http = client();
     let body = |r: reqwest::Response| async move { r.text().await.unwrap() };
@@ -337,26 +334,17 @@ async fn tls_listeners_offer_http2_through_alpn() {
     let key_path = dir.path().join("key.pem");
     std::fs::write(&cert_path, cert.cert.pem()).unwrap();
     std::fs::write(&key_path, cert.signing_key.serialize_pem()).unwrap();
-    let proxy = Proxy::start(&format!(
-        r#"
-[server]
-data_dir = "{{data_dir}}"
-[admin]
-address = "127.0.0.1:0"
-[[listeners]]
-address = "127.0.0.1:0"
-tls = {{ certificate = "{}", key = "{}" }}
-[[upstreams]]
-name = "up"
-address = "{}"
-[[routes]]
-match = {{ path_prefix = "/" }}
-upstream = "up"
-"#,
+    // A second listener, with TLS, beside the plain one every test config has.
+    let tls_listener = format!(
+        "[[listeners]]\naddress = \"127.0.0.1:0\"\ntls = {{ certificate = \"{}\", key = \"{}\" }}\n\n",
         cert_path.display(),
-        key_path.display(),
-        upstream.addr
+        key_path.display()
+    );
+    let proxy = Proxy::start(&config(
+        "",
+        &(tls_listener + &one_route(upstream.addr, "", "")),
     ));
+    let tls_addr = proxy.addrs[1];
 
     let mut roots = tokio_rustls::rustls::RootCertStore::empty();
     roots.add(cert.cert.der().clone()).unwrap();
@@ -368,7 +356,7 @@ upstream = "up"
         .with_no_client_auth();
     tls.alpn_protocols = vec![b"h2".to_vec()];
     let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls));
-    let tcp = TcpStream::connect(proxy.addr).await.unwrap();
+    let tcp = TcpStream::connect(tls_addr).await.unwrap();
     let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
     let stream = connector.connect(name, tcp).await.unwrap();
     assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));

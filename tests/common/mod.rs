@@ -133,6 +133,19 @@ impl Upstream {
         .await
     }
 
+    /// An upstream that answers each request `200 body` only once `release` is notified (one
+    /// notification per request).
+    pub async fn held(release: Arc<tokio::sync::Notify>, body: &'static str) -> Upstream {
+        Upstream::start(move |_req| {
+            let release = release.clone();
+            async move {
+                release.notified().await;
+                text(200, body)
+            }
+        })
+        .await
+    }
+
     /// An upstream that reads each whole request body before answering `read <n> bytes`.
     pub async fn read_all() -> Upstream {
         Upstream::start(|req: Request<Incoming>| async move {
@@ -234,40 +247,16 @@ impl Proxy {
         }
     }
 
-    /// A config with one listener and one passthrough route `/` to `upstream`, plus `extra`
-    /// TOML appended (more upstreams and routes).
+    /// One upstream `up` at `upstream` and one route `main` taking `/` to it, with settings
+    /// added to each.
     pub fn passthrough(
         upstream: SocketAddr,
         upstream_settings: &str,
         route_settings: &str,
     ) -> Proxy {
-        Proxy::start(&format!(
-            r#"
-[server]
-data_dir = "{{data_dir}}"
-threads = 2
-grace_period = "5s"
-
-[log]
-access_log = true
-
-[admin]
-address = "127.0.0.1:0"
-
-[[listeners]]
-address = "127.0.0.1:0"
-
-[[upstreams]]
-name = "up"
-address = "{upstream}"
-{upstream_settings}
-
-[[routes]]
-name = "main"
-match = {{ path_prefix = "/" }}
-upstream = "up"
-{route_settings}
-"#
+        Proxy::start(&config(
+            "",
+            &one_route(upstream, upstream_settings, route_settings),
         ))
     }
 
@@ -310,6 +299,34 @@ impl Drop for Proxy {
             let _ = thread.join();
         }
     }
+}
+
+/// A test config: `[server]` with a temporary data directory plus `server` settings, the admin
+/// listener and one proxy listener on port 0, then `rest` (upstreams, routes, other tables).
+pub fn config(server: &str, rest: &str) -> String {
+    format!(
+        "[server]\ndata_dir = \"{{data_dir}}\"\nthreads = 2\n{server}\n\n\
+         [admin]\naddress = \"127.0.0.1:0\"\n\n\
+         [[listeners]]\naddress = \"127.0.0.1:0\"\n\n{rest}"
+    )
+}
+
+/// An upstream `up` at `addr` and a route `main` taking `/` to it, with settings added to each.
+pub fn one_route(addr: SocketAddr, upstream_settings: &str, route_settings: &str) -> String {
+    route_at(addr, "/", upstream_settings, route_settings)
+}
+
+/// An upstream `up` at `addr` and a route `main` taking `prefix` to it.
+pub fn route_at(
+    addr: SocketAddr,
+    prefix: &str,
+    upstream_settings: &str,
+    route_settings: &str,
+) -> String {
+    format!(
+        "[[upstreams]]\nname = \"up\"\naddress = \"{addr}\"\n{upstream_settings}\n\n\
+         [[routes]]\nname = \"main\"\nmatch = {{ path_prefix = \"{prefix}\" }}\nupstream = \"up\"\n{route_settings}\n"
+    )
 }
 
 /// A plain HTTP client that keeps connections alive and never retries.
