@@ -43,7 +43,7 @@ impl ServeHttp for Admin {
         let req = session.req_header();
         let path = req.uri.path().to_string();
         let method = req.method.clone();
-        if method != Method::GET && method != Method::HEAD {
+        if method != Method::GET {
             return error(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method_not_allowed",

@@ -51,6 +51,16 @@ pub struct Server {
     services: Vec<tokio::task::JoinHandle<()>>,
 }
 
+/// A server's parts, before the runtime that runs them joins them.
+struct Started {
+    state: Arc<State>,
+    proxy_addrs: Vec<SocketAddr>,
+    admin_addr: SocketAddr,
+    shutdown: ShutdownHandle,
+    stop_rx: watch::Receiver<Stop>,
+    services: Vec<tokio::task::JoinHandle<()>>,
+}
+
 /// How a server was asked to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stop {
@@ -98,6 +108,25 @@ impl Server {
             .enable_all()
             .build()
             .map_err(StartError::Runtime)?;
+        match Server::start_on(&runtime, config) {
+            Ok(started) => Ok(Server {
+                runtime,
+                state: started.state,
+                proxy_addrs: started.proxy_addrs,
+                admin_addr: started.admin_addr,
+                shutdown: started.shutdown,
+                stop_rx: started.stop_rx,
+                services: started.services,
+            }),
+            Err(e) => {
+                // Dropping a runtime may block, which is not allowed inside another runtime.
+                runtime.shutdown_background();
+                Err(e)
+            }
+        }
+    }
+
+    fn start_on(runtime: &Runtime, config: Config) -> Result<Started, StartError> {
         std::fs::create_dir_all(&config.server.data_dir).map_err(|source| StartError::DataDir {
             path: config.server.data_dir.display().to_string(),
             source,
@@ -140,8 +169,7 @@ impl Server {
             threads,
             "interlingua listening"
         );
-        Ok(Server {
-            runtime,
+        Ok(Started {
             state,
             proxy_addrs: bound.proxy_addrs,
             admin_addr: bound.admin_addr,
