@@ -25,6 +25,46 @@ pub enum ProxyError {
     /// The upstream did not answer within its timeouts.
     #[error("upstream `{upstream}` timed out: {detail}")]
     UpstreamTimeout { upstream: String, detail: String },
+    /// A translated route has no operation for this method and path.
+    #[error("no operation for {method} {path} on this route")]
+    NoOperation { method: String, path: String },
+    /// The request does not fit the front dialect (bad JSON, a missing or mistyped field).
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// The input does not satisfy the agent's input schema.
+    #[error("{message}")]
+    InvalidInput {
+        message: String,
+        field_errors: std::collections::BTreeMap<String, Vec<String>>,
+    },
+    /// No task with this id on this route.
+    #[error("task `{0}` not found")]
+    TaskNotFound(String),
+    /// The task is not in a state that allows the request.
+    #[error("{0}")]
+    Conflict(String),
+    /// Neither the back dialect nor interlingua can do this operation.
+    #[error("`{operation}` is not supported by this route's agent")]
+    Unsupported { operation: String },
+    /// The upstream answered, but not in a way the back mapping can read.
+    #[error(
+        "upstream `{upstream}` answered something the `{dialect}` mapping cannot read: {detail}"
+    )]
+    UpstreamInvalid {
+        upstream: String,
+        dialect: String,
+        detail: String,
+    },
+    /// The upstream refused the request as a client error (its 4xx), with its reason.
+    #[error("upstream `{upstream}` refused the request: {message}")]
+    UpstreamRejected {
+        upstream: String,
+        status: u16,
+        message: String,
+    },
+    /// The task store failed.
+    #[error("task store: {0}")]
+    Store(String),
     /// A fault of the proxy itself.
     #[error("internal error: {0}")]
     Internal(String),
@@ -40,6 +80,19 @@ impl ProxyError {
             ProxyError::ClientTimeout => 408,
             ProxyError::UpstreamFailed { .. } => 502,
             ProxyError::UpstreamTimeout { .. } => 504,
+            ProxyError::NoOperation { .. } => 404,
+            ProxyError::InvalidRequest(_) => 400,
+            ProxyError::InvalidInput { .. } => 400,
+            ProxyError::TaskNotFound(_) => 404,
+            ProxyError::Conflict(_) => 409,
+            ProxyError::Unsupported { .. } => 501,
+            ProxyError::UpstreamInvalid { .. } => 502,
+            // A client error upstream is the client's error here too; anything odd is ours.
+            ProxyError::UpstreamRejected { status, .. } => match status {
+                400 | 404 | 409 | 413 => *status,
+                _ => 400,
+            },
+            ProxyError::Store(_) => 500,
             ProxyError::Internal(_) => 500,
         }
     }
@@ -53,6 +106,15 @@ impl ProxyError {
             ProxyError::ClientTimeout => "request_timeout",
             ProxyError::UpstreamFailed { .. } => "upstream_failed",
             ProxyError::UpstreamTimeout { .. } => "upstream_timeout",
+            ProxyError::NoOperation { .. } => "no_operation",
+            ProxyError::InvalidRequest(_) => "invalid_request",
+            ProxyError::InvalidInput { .. } => "invalid_input",
+            ProxyError::TaskNotFound(_) => "task_not_found",
+            ProxyError::Conflict(_) => "conflict",
+            ProxyError::Unsupported { .. } => "unsupported",
+            ProxyError::UpstreamInvalid { .. } => "upstream_invalid_response",
+            ProxyError::UpstreamRejected { .. } => "upstream_rejected",
+            ProxyError::Store(_) => "store_error",
             ProxyError::Internal(_) => "internal_error",
         }
     }

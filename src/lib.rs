@@ -35,10 +35,16 @@
 pub mod admin;
 pub mod cli;
 pub mod config;
+pub mod dialect;
+pub mod engine;
 pub mod error;
+pub mod hashing;
 pub mod metrics;
 pub mod proxy;
 pub mod sample;
 pub mod server;
+pub mod setup;
 pub mod state;
+pub mod task;
 pub mod telemetry;
+pub mod validation;

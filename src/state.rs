@@ -1,33 +1,62 @@
 //! What every request reads and no request changes: the validated config, the route table, the
-//! upstreams and the metrics. One `Arc<State>` is shared by the proxy and the admin listener.
+//! upstreams, the compiled dialects, the engine and the metrics. One `Arc<State>` is shared by the
+//! proxy and the admin listener.
 
 use std::sync::Arc;
 
 use crate::config::{Config, Route};
+use crate::dialect::Dialects;
+use crate::engine::{Engine, Translated};
 use crate::metrics::Metrics;
 use crate::proxy::routing::RouteTable;
 use crate::proxy::upstream::Upstreams;
+use crate::task::{SqliteStore, StoreError};
 
-/// Shared, read-only state of a running server.
+/// Shared state of a running server.
 pub struct State {
     pub config: Config,
     pub routes: RouteTable,
     pub upstreams: Arc<Upstreams>,
     pub metrics: Arc<Metrics>,
+    pub dialects: Dialects,
+    pub engine: Arc<Engine>,
+    /// Per route (by index), its translation; `None` for passthrough routes.
+    pub translated: Vec<Option<Arc<Translated>>>,
 }
 
 impl State {
-    pub fn new(config: Config) -> Arc<State> {
-        Arc::new(State {
+    /// Builds the state; opens the task store in the data directory.
+    pub fn new(config: Config, dialects: Dialects) -> Result<Arc<State>, StoreError> {
+        let store = SqliteStore::open(&config.server.data_dir)?;
+        let upstreams = Arc::new(Upstreams::new(&config.upstreams));
+        let translated = config
+            .routes
+            .iter()
+            .map(|r| {
+                let front = dialects.get(r.front.name())?.clone();
+                let back = dialects.get(r.back.name())?.clone();
+                let upstream = upstreams.get(r.upstream)?.clone();
+                Some(Arc::new(Translated::new(r, front, back, upstream)))
+            })
+            .collect();
+        Ok(Arc::new(State {
             routes: RouteTable::new(&config.routes),
-            upstreams: Arc::new(Upstreams::new(&config.upstreams)),
+            upstreams,
             metrics: Metrics::new(),
+            engine: Arc::new(Engine::new(Arc::new(store))),
+            translated,
+            dialects,
             config,
-        })
+        }))
     }
 
     /// The route at `index`, as returned by the route table.
     pub fn route(&self, index: usize) -> Option<&Route> {
         self.config.routes.get(index)
+    }
+
+    /// The translation of the route at `index`, if it is translated.
+    pub fn translated(&self, index: usize) -> Option<&Arc<Translated>> {
+        self.translated.get(index).and_then(Option::as_ref)
     }
 }

@@ -71,7 +71,7 @@ fn check_without_a_file_uses_the_embedded_default_outside_the_repo() {
     assert!(out.status.success(), "{}", stdout(&out));
     assert_eq!(
         stdout(&out).trim(),
-        "<embedded default>: ok (1 listener(s), 1 upstream(s), 1 route(s))"
+        "<embedded default>: ok (1 listener(s), 3 upstream(s), 3 route(s), dialects: mip003, nevermined)"
     );
 }
 
@@ -128,14 +128,15 @@ fn check_reports_every_problem_with_its_line_and_column() {
         "F:6:10: log: unknown variant `xml`, expected `text` or `json`",
         "F:9:11: listeners[0].address: `not-an-address` is not an address to listen on; write ip:port, e.g. \"127.0.0.1:8080\"",
         "F:14:16: upstreams[0].read_timeout: read_timeout (10m) is longer than total_timeout (1m)",
-        "F:20:1: upstreams[1]: unknown field `retries`, expected one of `name`, `address`, `tls`, `sni`, `verify_certificate`, `connect_timeout`, `read_timeout`, `total_timeout`",
+        "F:20:1: upstreams[1]: unknown field `retries`, expected one of `name`, `address`, `tls`, `sni`, `verify_certificate`, `connect_timeout`, `read_timeout`, `total_timeout`, `base_path`",
         "F:23:25: routes[0].match.path_prefix: must be a path starting with '/', without query or fragment",
         "F:24:12: routes[0].upstream: no upstream named `nowhere` (defined: a)",
-        "F:25:9: routes[0].front: unknown dialect `mip999`; this build knows: passthrough",
+        "F:25:9: routes[0].back: front `mip999` and back `passthrough`: passthrough is on both sides or neither",
         "F:28:49: routes[1].match.methods[1]: `not a method` is not an HTTP method",
         "F:30:12: routes[1].max_body: `huge` is not a size; examples: \"10MiB\", \"512KB\", \"1048576\"",
         "F:32:2: unknown_table: unknown section `unknown_table`; expected one of: server, log, admin, listeners, upstreams, routes",
-        "12 problem(s) found",
+        "./mappings/mip999.toml: no mapping file for dialect `mip999`; available: mip003, nevermined, passthrough",
+        "13 problem(s) found",
     ];
     assert_eq!(lines, expected, "\n{}", lines.join("\n"));
 }

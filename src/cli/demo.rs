@@ -4,50 +4,84 @@ use std::process::ExitCode;
 
 use super::serve::start;
 use super::{report_problems, ConfigArg};
-use crate::sample;
+use crate::sample::{self, Options};
 
-/// The upstream of the default config that the echo agent plays.
-const ECHO_UPSTREAM: &str = "echo-agent";
+/// The upstreams of the default config that the sample agents play.
+const ECHO: &str = "echo-agent";
+const MIP003: &str = "mip003-agent";
+const NEVERMINED: &str = "nevermined-agent";
 
 pub fn run(arg: &ConfigArg) -> ExitCode {
-    let config = match arg.load() {
-        Ok(c) => c,
+    let setup = match arg.load() {
+        Ok(s) => s,
         Err(problems) => return report_problems(&problems),
     };
-    let Some(echo) = config.upstreams.iter().find(|u| u.name == ECHO_UPSTREAM) else {
-        eprintln!("interlingua demo: the config has no upstream named `{ECHO_UPSTREAM}` for the echo agent to play");
+    let address = |name: &str| {
+        setup
+            .config
+            .upstreams
+            .iter()
+            .find(|u| u.name == name)
+            .map(|u| u.authority())
+    };
+    let (Some(echo), Some(mip), Some(nvm)) = (address(ECHO), address(MIP003), address(NEVERMINED))
+    else {
+        eprintln!(
+            "interlingua demo: the config needs the upstreams `{ECHO}`, `{MIP003}` and `{NEVERMINED}` for the sample agents to play"
+        );
         return ExitCode::FAILURE;
     };
-    let echo_addr = echo.authority();
-    let server = match start(config) {
+    let server = match start(setup) {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let listener = match server
-        .runtime()
-        .block_on(tokio::net::TcpListener::bind(echo_addr.as_str()))
-    {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("interlingua demo: cannot start the echo agent on {echo_addr}: {e}");
+    let rt = server.runtime().clone();
+    let bind = |addr: &str| rt.block_on(tokio::net::TcpListener::bind(addr));
+    let (l1, l2, l3) = match (bind(&echo), bind(&mip), bind(&nvm)) {
+        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
+        (a, b, c) => {
+            for (name, r) in [(&echo, a.err()), (&mip, b.err()), (&nvm, c.err())] {
+                if let Some(e) = r {
+                    eprintln!("interlingua demo: cannot start a sample agent on {name}: {e}");
+                }
+            }
             return ExitCode::FAILURE;
         }
     };
-    server.runtime().spawn(sample::echo::serve(listener));
+    let options = Options::default();
+    rt.spawn(sample::echo::serve(l1));
+    rt.spawn(sample::mip003::serve(l2, options));
+    rt.spawn(sample::nevermined::serve(l3, options));
 
-    let proxy = server
+    let p = server
         .proxy_addrs()
         .first()
         .map(ToString::to_string)
         .unwrap_or_default();
     let admin = server.admin_addr();
+    let did = "did:nv:0000000000000000000000000000000000000000000000000000000000000001";
     println!(
-        "\nThe echo agent listens on {echo_addr}; interlingua proxies /echo to it. Try:\n\n\
-         \x20 curl -i http://{proxy}/echo/hello?lang=en\n\
-         \x20 curl -i -X POST http://{proxy}/echo/tasks -H 'content-type: application/json' -d '{{\"query\":\"hi\"}}'\n\
-         \x20 curl -i http://{proxy}/nowhere                   # 404 in interlingua's JSON error shape\n\
-         \x20 curl -s http://{admin}/metrics | grep interlingua_\n\n\
-         Stop with Ctrl-C.\n"
+        r#"
+Sample agents: echo on {echo}, MIP-003 on {mip}, Nevermined on {nvm}. Jobs take {work}s.
+
+Passthrough:
+  curl -i http://{p}/echo/hello?lang=en
+
+A MIP-003 agent, as a Nevermined endpoint (poll the task until task_status is Completed):
+  curl -s -X POST http://{p}/nevermined/api/v1/agents/{did}/tasks -H 'content-type: application/json' -d '{{"input_query":"hello world","name":"demo"}}'
+  curl -s http://{p}/nevermined/api/v1/agents/{did}/tasks/TASK_ID
+
+A Nevermined agent, as a MIP-003 service (mode "input" makes it ask for more; "fail" fails):
+  curl -s -X POST http://{p}/masumi/start_job -H 'content-type: application/json' -d '{{"identifier_from_purchaser":"aabbccddeeff0011","input_data":{{"text":"hello world"}}}}'
+  curl -s 'http://{p}/masumi/status?job_id=JOB_ID'
+  curl -s http://{p}/masumi/input_schema
+  curl -s -X POST http://{p}/masumi/start_job -d '{{"input_data":{{"text":"x","mode":"nope"}}}}'   # 400, per field
+
+  curl -s http://{admin}/metrics | grep interlingua_
+
+Stop with Ctrl-C.
+"#,
+        work = options.work.as_secs()
     );
     server.run_until_stopped();
     ExitCode::SUCCESS

@@ -9,7 +9,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::{self, Config, Problems};
+use crate::config::{self, Problems};
+use crate::setup::{self, Setup};
 
 /// interlingua: a reverse proxy for AI agents. Clients reach agents in the protocol dialect they
 /// already speak; interlingua checks who is calling, meters paid plans and enforces rate limits.
@@ -40,14 +41,15 @@ struct ConfigArg {
 }
 
 impl ConfigArg {
-    /// Loads the named file, the default file, or the embedded default, in that order.
-    fn load(&self) -> Result<Config, Problems> {
+    /// Loads the named file, the default file, or the embedded default, in that order, with
+    /// the dialects its routes name.
+    fn load(&self) -> Result<Setup, Problems> {
         match &self.config {
-            Some(path) => config::load(path),
+            Some(path) => setup::load(path),
             None if Path::new(config::DEFAULT_CONFIG_PATH).is_file() => {
-                config::load(Path::new(config::DEFAULT_CONFIG_PATH))
+                setup::load(Path::new(config::DEFAULT_CONFIG_PATH))
             }
-            None => config::parse(config::DEFAULT_CONFIG, config::EMBEDDED_ORIGIN),
+            None => setup::parse(config::DEFAULT_CONFIG, config::EMBEDDED_ORIGIN),
         }
     }
 }

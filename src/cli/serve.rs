@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use tokio::signal::unix::{signal, SignalKind};
 
 use super::{report_problems, ConfigArg};
-use crate::config::Config;
 use crate::server::Server;
+use crate::setup::Setup;
 use crate::telemetry;
 
 pub fn run(arg: &ConfigArg) -> ExitCode {
@@ -25,12 +25,12 @@ pub fn run(arg: &ConfigArg) -> ExitCode {
 
 /// Sets up logging, starts the server, installs the signal handlers and then prints the ready
 /// line on stdout (so a signal sent after the line is always handled).
-pub(super) fn start(config: Config) -> Result<Server, ExitCode> {
-    if let Err(e) = telemetry::init(&config.log) {
+pub(super) fn start(setup: Setup) -> Result<Server, ExitCode> {
+    if let Err(e) = telemetry::init(&setup.config.log) {
         eprintln!("interlingua: {e}");
         return Err(ExitCode::FAILURE);
     }
-    let server = Server::start(config).map_err(|e| {
+    let server = Server::start(setup).map_err(|e| {
         tracing::error!("{e}");
         eprintln!("interlingua: {e}");
         ExitCode::FAILURE

@@ -14,6 +14,7 @@ pub struct ServerSection {
     pub data_dir: Option<Spanned<String>>,
     pub threads: Option<Spanned<i64>>,
     pub grace_period: Option<Spanned<String>>,
+    pub mappings_dir: Option<Spanned<String>>,
 }
 
 /// `[log]`: log output.
@@ -69,6 +70,7 @@ pub struct UpstreamEntry {
     pub connect_timeout: Option<Spanned<String>>,
     pub read_timeout: Option<Spanned<String>>,
     pub total_timeout: Option<Spanned<String>>,
+    pub base_path: Option<Spanned<String>>,
 }
 
 /// One `[[routes]]` entry.
@@ -82,6 +84,14 @@ pub struct RouteEntry {
     pub front: Option<Spanned<String>>,
     pub back: Option<Spanned<String>>,
     pub max_body: Option<Spanned<String>>,
+    /// Per dialect, values for its mapping's `[vars]`: `vars.mip003 = { text_field = "query" }`.
+    pub vars: Option<Spanned<toml::Table>>,
+    /// The agent's input schema (MIP-003 Attachment 01), as a table.
+    pub input_schema: Option<Spanned<toml::Table>>,
+    pub validation: Option<Spanned<String>>,
+    pub sync_timeout: Option<Spanned<String>>,
+    pub poll_interval: Option<Spanned<String>>,
+    pub poll_max_interval: Option<Spanned<String>>,
 }
 
 /// A route's `match` table.

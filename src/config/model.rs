@@ -2,6 +2,7 @@
 //! `Duration` rather than `"5s"`, a socket address rather than a string, an index into
 //! `upstreams` rather than a name that might not exist.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -30,6 +31,8 @@ pub struct ServerSettings {
     pub threads: usize,
     /// How long in-flight requests may take to finish after SIGTERM or SIGINT.
     pub grace_period: Duration,
+    /// Where dialect mapping files are looked for (`<dir>/<dialect>.toml`), before the built-ins.
+    pub mappings_dir: PathBuf,
 }
 
 /// How log lines are written.
@@ -91,6 +94,8 @@ pub struct Upstream {
     pub read_timeout: Duration,
     /// Limit on the whole upstream exchange, from connecting to the last response byte.
     pub total_timeout: Duration,
+    /// Prefix of every path sent to a translated upstream ("" or "/agent").
+    pub base_path: String,
 }
 
 impl Upstream {
@@ -109,14 +114,41 @@ impl Upstream {
 pub enum Dialect {
     /// No translation: requests and responses are streamed through unchanged.
     Passthrough,
+    /// A dialect described by a mapping file (`mappings/<name>.toml`).
+    Mapped(String),
 }
 
 impl Dialect {
     pub fn name(&self) -> &str {
         match self {
             Dialect::Passthrough => "passthrough",
+            Dialect::Mapped(name) => name,
         }
     }
+}
+
+/// How strictly MIP-003 Attachment 01 input schemas are enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Validation {
+    /// Exactly as the reference (masumi 1.2.0), quirks included.
+    Reference,
+    /// Also fixes the reference's bugs (URL syntax, option membership, number parsing, …).
+    Strict,
+}
+
+/// What a translated route needs beyond matching and forwarding.
+#[derive(Debug, Clone)]
+pub struct Translation {
+    /// Per dialect, values for the mapping's `[vars]`.
+    pub vars: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
+    /// The input schema the agent takes (MIP-003 Attachment 01 form), when declared here.
+    pub input_schema: Option<serde_json::Value>,
+    pub validation: Validation,
+    /// How long a front that answers only with the result waits for an asynchronous back.
+    pub sync_timeout: Duration,
+    /// First and longest interval between polls of an asynchronous back.
+    pub poll_interval: Duration,
+    pub poll_max_interval: Duration,
 }
 
 /// A route: which requests it takes, where they go, and how they are translated.
@@ -130,6 +162,14 @@ pub struct Route {
     pub back: Dialect,
     /// The largest request body accepted, in bytes.
     pub max_body: u64,
+    pub translation: Translation,
+}
+
+impl Route {
+    /// Whether requests are translated (rather than passed through unchanged).
+    pub fn is_translated(&self) -> bool {
+        self.front != Dialect::Passthrough
+    }
 }
 
 /// The requests a route takes.

@@ -114,6 +114,11 @@ impl<'a> Collector<'a> {
         self.problems.is_empty()
     }
 
+    /// How many problems are recorded.
+    pub fn len(&self) -> usize {
+        self.problems.len()
+    }
+
     /// Every problem recorded so far, in file order (those without a position last).
     pub fn into_problems(mut self) -> Problems {
         self.problems.sort_by(|a, b| {

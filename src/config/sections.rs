@@ -70,7 +70,7 @@ pub fn read(root: DeTable<'_>, problems: &mut Collector<'_>) -> RawConfig {
     raw
 }
 
-fn one<T: DeserializeOwned>(
+pub(crate) fn one<T: DeserializeOwned>(
     value: &Spanned<DeValue<'_>>,
     path: &str,
     problems: &mut Collector<'_>,
@@ -84,7 +84,7 @@ fn one<T: DeserializeOwned>(
     }
 }
 
-fn many<T: DeserializeOwned>(
+pub(crate) fn many<T: DeserializeOwned>(
     value: &Spanned<DeValue<'_>>,
     path: &str,
     problems: &mut Collector<'_>,

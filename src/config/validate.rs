@@ -1,7 +1,7 @@
 //! From the file as written to the model the proxy runs on, checking everything on the way and
 //! reporting every problem with its position.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,9 +14,14 @@ use super::model::*;
 use super::problem::Collector;
 use super::sections::RawConfig;
 use super::units::{parse_duration, parse_size};
+use crate::validation::attachment01;
 
 pub const DEFAULT_ADMIN_ADDRESS: &str = "127.0.0.1:9901";
 const DEFAULT_DATA_DIR: &str = "./data";
+const DEFAULT_MAPPINGS_DIR: &str = "./mappings";
+const DEFAULT_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
+const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
+const DEFAULT_POLL_MAX_INTERVAL: Duration = Duration::from_secs(10);
 const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(60);
@@ -74,10 +79,15 @@ fn server(s: &file::ServerSection, p: &mut Collector<'_>) -> Option<ServerSettin
         Some(d) => PathBuf::from(d.get_ref()),
         None => PathBuf::from(DEFAULT_DATA_DIR),
     };
+    let mappings_dir = s.mappings_dir.as_ref().map_or_else(
+        || PathBuf::from(DEFAULT_MAPPINGS_DIR),
+        |d| PathBuf::from(d.get_ref()),
+    );
     Some(ServerSettings {
         data_dir,
         threads,
         grace_period: grace_period?,
+        mappings_dir,
     })
 }
 
@@ -222,6 +232,21 @@ fn upstreams(
                 "sni is only used with tls = true",
             );
         }
+        let base_path = match &u.base_path {
+            Some(b) if b.get_ref().is_empty() => String::new(),
+            Some(b) if b.get_ref().starts_with('/') && !b.get_ref().contains(['?', '#']) => {
+                b.get_ref().trim_end_matches('/').to_string()
+            }
+            Some(b) => {
+                p.at(
+                    Some(b.span()),
+                    format!("{path}.base_path"),
+                    "must be a path starting with '/'",
+                );
+                String::new()
+            }
+            None => String::new(),
+        };
         let Some((host, port)) = host_port(&u.address, &format!("{path}.address"), p) else {
             continue;
         };
@@ -245,6 +270,7 @@ fn upstreams(
                 connect_timeout,
                 read_timeout,
                 total_timeout,
+                base_path,
             },
         ));
     }
@@ -304,8 +330,28 @@ fn routes(raw: &RawConfig, upstreams: &[(usize, Upstream)], p: &mut Collector<'_
                 .map_err(|e| p.at(Some(s.span()), format!("{path}.max_body"), e))
                 .ok(),
         };
-        let (Some(upstream), Some(front), Some(back), Some(matcher), Some(max_body)) =
-            (upstream, front, back, matcher, max_body)
+        if let (Some(f), Some(b)) = (&front, &back) {
+            if (*f == Dialect::Passthrough) != (*b == Dialect::Passthrough) {
+                p.at(
+                    r.back.as_ref().or(r.front.as_ref()).map(|s| s.span()),
+                    format!("{path}.back"),
+                    format!(
+                        "front `{}` and back `{}`: passthrough is on both sides or neither",
+                        f.name(),
+                        b.name()
+                    ),
+                );
+            }
+        }
+        let translation = translation(r, &path, p);
+        let (
+            Some(upstream),
+            Some(front),
+            Some(back),
+            Some(matcher),
+            Some(max_body),
+            Some(translation),
+        ) = (upstream, front, back, matcher, max_body, translation)
         else {
             continue;
         };
@@ -328,10 +374,85 @@ fn routes(raw: &RawConfig, upstreams: &[(usize, Upstream)], p: &mut Collector<'_
                 front,
                 back,
                 max_body,
+                translation,
             },
         ));
     }
     out.into_iter().map(|(_, r)| r).collect()
+}
+
+fn translation(r: &file::RouteEntry, path: &str, p: &mut Collector<'_>) -> Option<Translation> {
+    let before = p.len();
+    let mut vars = BTreeMap::new();
+    if let Some(table) = &r.vars {
+        for (dialect, values) in table.get_ref() {
+            match serde_json::to_value(values) {
+                Ok(serde_json::Value::Object(m)) => {
+                    vars.insert(dialect.clone(), m);
+                }
+                _ => p.at(
+                    Some(table.span()),
+                    format!("{path}.vars.{dialect}"),
+                    "must be a table of values for that dialect's [vars]",
+                ),
+            }
+        }
+    }
+    let validation = match r.validation.as_ref().map(|v| v.get_ref().as_str()) {
+        None | Some("reference") => Validation::Reference,
+        Some("strict") => Validation::Strict,
+        Some(other) => {
+            p.at(
+                r.validation.as_ref().map(|v| v.span()),
+                format!("{path}.validation"),
+                format!("`{other}` is not `reference` or `strict`"),
+            );
+            Validation::Reference
+        }
+    };
+    let input_schema = r.input_schema.as_ref().and_then(|t| {
+        let json = serde_json::to_value(t.get_ref()).ok()?;
+        let mode = match validation {
+            Validation::Reference => attachment01::Mode::Reference,
+            Validation::Strict => attachment01::Mode::Strict,
+        };
+        match attachment01::Schema::from_json(&json, mode) {
+            Ok(_) => Some(json),
+            Err(e) => {
+                p.at(Some(t.span()), format!("{path}.input_schema"), e.message);
+                None
+            }
+        }
+    });
+    let sync_timeout = duration(
+        r.sync_timeout.as_ref(),
+        &format!("{path}.sync_timeout"),
+        DEFAULT_SYNC_TIMEOUT,
+        p,
+    );
+    let poll_interval = duration(
+        r.poll_interval.as_ref(),
+        &format!("{path}.poll_interval"),
+        DEFAULT_POLL_INTERVAL,
+        p,
+    );
+    let poll_max_interval = duration(
+        r.poll_max_interval.as_ref(),
+        &format!("{path}.poll_max_interval"),
+        DEFAULT_POLL_MAX_INTERVAL,
+        p,
+    );
+    if p.len() != before {
+        return None;
+    }
+    Some(Translation {
+        vars,
+        input_schema,
+        validation,
+        sync_timeout: sync_timeout?,
+        poll_interval: poll_interval?,
+        poll_max_interval: poll_max_interval?,
+    })
 }
 
 fn route_match(m: &file::MatchEntry, path: &str, p: &mut Collector<'_>) -> Option<RouteMatch> {
@@ -417,17 +538,24 @@ fn shadows(earlier: &RouteMatch, later: &RouteMatch) -> bool {
     }
 }
 
+/// A dialect name. Whether a mapping file exists for it is checked when mappings are loaded.
 fn dialect(name: Option<&Spanned<String>>, path: &str, p: &mut Collector<'_>) -> Option<Dialect> {
     let Some(name) = name else {
         return Some(Dialect::Passthrough);
     };
     match name.get_ref().as_str() {
         "passthrough" => Some(Dialect::Passthrough),
+        other
+            if !other.is_empty()
+                && other.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+        {
+            Some(Dialect::Mapped(other.to_string()))
+        }
         other => {
             p.at(
                 Some(name.span()),
                 path,
-                format!("unknown dialect `{other}`; this build knows: passthrough"),
+                format!("`{other}` is not a dialect name (letters, digits and '_')"),
             );
             None
         }

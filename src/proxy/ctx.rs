@@ -18,6 +18,8 @@ pub struct RequestCtx {
     pub upstream_last: Option<Instant>,
     /// The whole upstream exchange must end by then (the upstream's `total_timeout`).
     pub upstream_deadline: Option<Instant>,
+    /// Time the engine spent waiting for upstreams (translated routes).
+    pub upstream_spent: Option<Duration>,
     /// Request body bytes seen so far, against the route's limit.
     pub body_bytes: u64,
     /// What the request ended with, if it failed; for the access log.
@@ -34,6 +36,7 @@ impl RequestCtx {
             upstream_started: None,
             upstream_last: None,
             upstream_deadline: None,
+            upstream_spent: None,
             body_bytes: 0,
             error: None,
             _in_flight: in_flight,
@@ -42,6 +45,9 @@ impl RequestCtx {
 
     /// Time spent on the upstream, from choosing it to its last response event.
     pub fn upstream_time(&self) -> Option<Duration> {
+        if let Some(spent) = self.upstream_spent {
+            return Some(spent);
+        }
         let start = self.upstream_started?;
         Some(
             self.upstream_last

@@ -20,6 +20,7 @@ pub mod ctx;
 pub mod request_id;
 pub mod respond;
 pub mod routing;
+pub mod translate;
 pub mod upstream;
 
 use std::sync::Arc;
@@ -127,7 +128,17 @@ impl ProxyHttp for Proxy {
         ctx: &mut RequestCtx,
     ) -> pingora::Result<bool> {
         self.admit(session, ctx).map_err(ProxyError::into_pingora)?;
-        Ok(false)
+        let Some(index) = ctx.route else {
+            return Ok(false);
+        };
+        let (Some(t), Some(route)) = (self.state.translated(index), self.state.route(index)) else {
+            return Ok(false);
+        };
+        let (t, prefix, limit) = (t.clone(), route.matcher.path_prefix.clone(), route.max_body);
+        translate::serve(&self.state, &t, session, ctx, &prefix, limit)
+            .await
+            .map_err(ProxyError::into_pingora)?;
+        Ok(true)
     }
 
     async fn request_body_filter(
@@ -214,7 +225,11 @@ impl ProxyHttp for Proxy {
         ctx: &mut RequestCtx,
     ) -> FailToProxy {
         let err = ProxyError::from_pingora(e, self.upstream_name(ctx));
-        respond::error(session, ctx, err).await
+        let front = ctx
+            .route
+            .and_then(|i| self.state.translated(i))
+            .map(|t| t.front.clone());
+        respond::error(session, ctx, err, front.as_deref()).await
     }
 
     fn suppress_error_log(

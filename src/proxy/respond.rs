@@ -1,8 +1,9 @@
 //! The one place where an error becomes an HTTP response.
 //!
-//! Every failure, whether found by interlingua (no route, body too large) or reported by pingora
-//! (upstream refused, timed out), arrives here through `fail_to_proxy`, is matched exhaustively,
-//! and is answered with its status and the JSON body
+//! Every failure, whether found by interlingua (no route, body too large, a task not found) or
+//! reported by pingora (upstream refused, timed out), arrives here through `fail_to_proxy`, is
+//! matched exhaustively, and is answered with its status: on a translated route in the front
+//! dialect's own error shape (its mapping's `[error]` rules), otherwise as
 //! `{"error":{"code":"…","message":"…","request_id":"…"}}`.
 
 use bytes::Bytes;
@@ -11,6 +12,8 @@ use pingora::proxy::{FailToProxy, Session};
 
 use super::ctx::RequestCtx;
 use super::request_id;
+use crate::dialect::{self, Context, Mapping};
+use crate::engine::views::error_doc;
 use crate::error::ProxyError;
 
 /// Answers the client with `err`, or does nothing when `err` is `None` (the client is gone) or
@@ -19,6 +22,7 @@ pub async fn error(
     session: &mut Session,
     ctx: &mut RequestCtx,
     err: Option<ProxyError>,
+    front: Option<&Mapping>,
 ) -> FailToProxy {
     let Some(err) = err else {
         return FailToProxy {
@@ -32,13 +36,22 @@ pub async fn error(
         ProxyError::NoRoute { .. }
         | ProxyError::UpstreamFailed { .. }
         | ProxyError::UpstreamTimeout { .. } => session.is_body_empty(),
+        ProxyError::NoOperation { .. }
+        | ProxyError::InvalidRequest(_)
+        | ProxyError::InvalidInput { .. }
+        | ProxyError::TaskNotFound(_)
+        | ProxyError::Conflict(_)
+        | ProxyError::Unsupported { .. }
+        | ProxyError::UpstreamInvalid { .. }
+        | ProxyError::UpstreamRejected { .. }
+        | ProxyError::Store(_) => true,
         ProxyError::BodyTooLarge { .. }
         | ProxyError::BadRequest(_)
         | ProxyError::ClientTimeout
         | ProxyError::Internal(_) => false,
     };
     let already_started = session.response_written().is_some();
-    let sent = !already_started && write(session, ctx, &err).await.is_ok();
+    let sent = !already_started && write(session, ctx, &err, front).await.is_ok();
     ctx.error = Some(err);
     FailToProxy {
         error_code: status,
@@ -46,8 +59,13 @@ pub async fn error(
     }
 }
 
-async fn write(session: &mut Session, ctx: &RequestCtx, err: &ProxyError) -> pingora::Result<()> {
-    let body = Bytes::from(body(err, &ctx.request_id));
+async fn write(
+    session: &mut Session,
+    ctx: &RequestCtx,
+    err: &ProxyError,
+    front: Option<&Mapping>,
+) -> pingora::Result<()> {
+    let body = Bytes::from(body(err, &ctx.request_id, front));
     let mut header = ResponseHeader::build(err.status(), Some(4))?;
     header.insert_header(http::header::CONTENT_TYPE, "application/json")?;
     header.insert_header(http::header::CONTENT_LENGTH, body.len().to_string())?;
@@ -64,8 +82,20 @@ async fn write(session: &mut Session, ctx: &RequestCtx, err: &ProxyError) -> pin
     Ok(())
 }
 
-/// The JSON error body.
-pub fn body(err: &ProxyError, request_id: &str) -> Vec<u8> {
+/// The JSON error body: the front dialect's shape when there is one, interlingua's otherwise.
+pub fn body(err: &ProxyError, request_id: &str, front: Option<&Mapping>) -> Vec<u8> {
+    if let Some(rules) = front.and_then(|m| m.error.as_ref().map(|r| (m, r))) {
+        let (mapping, rules) = rules;
+        let ctx = Context {
+            mapping,
+            vars: &mapping.vars,
+        };
+        if let Ok(msg) = dialect::encode(rules, &error_doc(err, request_id), &ctx) {
+            if let Some(b) = msg.body {
+                return serde_json::to_vec(&b).unwrap_or_default();
+            }
+        }
+    }
     serde_json::to_vec(&serde_json::json!({
         "error": {
             "code": err.code(),

@@ -122,7 +122,8 @@ fn strip_port(host: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Dialect, RouteMatch};
+    use crate::config::{Dialect, RouteMatch, Translation, Validation};
+    use std::time::Duration;
 
     fn route(name: &str, prefix: &str, host: Option<&str>, methods: Option<&[&str]>) -> Route {
         Route {
@@ -136,6 +137,14 @@ mod tests {
             front: Dialect::Passthrough,
             back: Dialect::Passthrough,
             max_body: 0,
+            translation: Translation {
+                vars: Default::default(),
+                input_schema: None,
+                validation: Validation::Reference,
+                sync_timeout: Duration::from_secs(1),
+                poll_interval: Duration::from_secs(1),
+                poll_max_interval: Duration::from_secs(1),
+            },
         }
     }
 

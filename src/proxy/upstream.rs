@@ -153,6 +153,32 @@ impl UpstreamState {
         Ok(Box::new(peer))
     }
 
+    /// Whether a TCP connection to the upstream can be opened within its connect timeout.
+    pub async fn probe(&self) -> Result<(), String> {
+        let pending = matches!(&*self.resolved.read(), Resolution::Pending);
+        if pending {
+            self.resolve().await;
+        }
+        let addr = match &*self.resolved.read() {
+            Resolution::Ok(addr) => *addr,
+            Resolution::Pending => return Err("its address is not resolved yet".to_string()),
+            Resolution::Failed(why) => return Err(why.clone()),
+        };
+        match tokio::time::timeout(
+            self.config.connect_timeout,
+            tokio::net::TcpStream::connect(addr),
+        )
+        .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(format!("cannot connect to {addr}: {e}")),
+            Err(_) => Err(format!(
+                "no connection to {addr} within {:?}",
+                self.config.connect_timeout
+            )),
+        }
+    }
+
     fn failed(&self, why: &str) -> ProxyError {
         ProxyError::UpstreamFailed {
             upstream: self.config.name.clone(),

@@ -18,7 +18,7 @@ use pingora::server::{Fds, ListenFds};
 use tokio::runtime::Runtime;
 use tokio::sync::watch;
 
-use crate::config::Config;
+use crate::setup::Setup;
 use crate::state::State;
 
 /// Why the server could not start.
@@ -38,6 +38,8 @@ pub enum StartError {
     },
     #[error("cannot set up TLS for {address}: {detail}")]
     Tls { address: SocketAddr, detail: String },
+    #[error("cannot open the task store: {0}")]
+    Store(crate::task::StoreError),
 }
 
 /// A running interlingua: listeners bound, services accepting.
@@ -101,14 +103,14 @@ impl Server {
     /// Binds every listener and starts serving. Returns once the sockets are bound: connections
     /// made after this returns are accepted. May be called from inside another tokio runtime
     /// (it never blocks on its own).
-    pub fn start(config: Config) -> Result<Server, StartError> {
+    pub fn start(setup: Setup) -> Result<Server, StartError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(config.server.threads)
+            .worker_threads(setup.config.server.threads)
             .thread_name("interlingua")
             .enable_all()
             .build()
             .map_err(StartError::Runtime)?;
-        match Server::start_on(&runtime, config) {
+        match Server::start_on(&runtime, setup) {
             Ok(started) => Ok(Server {
                 runtime,
                 state: started.state,
@@ -126,14 +128,15 @@ impl Server {
         }
     }
 
-    fn start_on(runtime: &Runtime, config: Config) -> Result<Started, StartError> {
+    fn start_on(runtime: &Runtime, setup: Setup) -> Result<Started, StartError> {
+        let Setup { config, dialects } = setup;
         std::fs::create_dir_all(&config.server.data_dir).map_err(|source| StartError::DataDir {
             path: config.server.data_dir.display().to_string(),
             source,
         })?;
 
         let threads = config.server.threads;
-        let state = State::new(config);
+        let state = State::new(config, dialects).map_err(StartError::Store)?;
         let fds: ListenFds = Arc::new(parking_lot::Mutex::new(Fds::new()));
         let pingora_conf = Arc::new(ServerConf {
             threads,

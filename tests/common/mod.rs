@@ -228,11 +228,11 @@ impl Proxy {
             "{data_dir}",
             &data.path().join("data").display().to_string(),
         );
-        let config = match interlingua::config::parse(&text, "test.toml") {
-            Ok(c) => c,
+        let setup = match interlingua::setup::parse(&text, "test.toml") {
+            Ok(s) => s,
             Err(problems) => panic!("test config is invalid:\n{problems}\n---\n{text}"),
         };
-        let server = Server::start(config).expect("server starts");
+        let server = Server::start(setup).expect("server starts");
         let addrs = server.proxy_addrs().to_vec();
         let admin = server.admin_addr();
         let handle = server.shutdown_handle();

@@ -1,0 +1,158 @@
+//! The canonical fields a mapping may name. `check` reports any other name as unknown, so a typo
+//! in a mapping is caught when it is loaded rather than when a message arrives.
+//!
+//! A document seen by a mapping has these roots:
+//!
+//! | root | what |
+//! |---|---|
+//! | `task` | the task (see `task::Task`) |
+//! | `step` | one step (in a shape bound to `step`, or the step an operation targets) |
+//! | `input` | input provided to a waiting task (`input.params`, `input.text`) |
+//! | `error` | an error being rendered or read (`status`, `code`, `message`, `reason`, `request_id`, `field_errors`) |
+//! | `availability` | `available` (bool), `message` |
+//! | `schema` | an input schema (MIP-003 Attachment 01 form) |
+//! | `search` | a task search: `status`, `name`, `page`, `page_size`, `total` |
+//! | `tasks` | the tasks a search found |
+//! | `request` | `request.id`: the request id |
+//! | `var` | the dialect's variables (`[vars]`, overridden per route) |
+
+const IO: &[&str] = &["text", "params", "params.*", "artifacts", "artifacts.*"];
+const OUT: &[&str] = &[
+    "text",
+    "additional",
+    "additional.*",
+    "artifacts",
+    "artifacts.*",
+];
+
+const TASK: &[&str] = &[
+    "id",
+    "upstream_id",
+    "agent",
+    "route",
+    "subject",
+    "plan",
+    "status",
+    "reason",
+    "name",
+    "input",
+    "output",
+    "input_request",
+    "input_request.*",
+    "status_ref",
+    "steps",
+    "cost",
+    "created_at",
+    "updated_at",
+    "client_ref",
+];
+
+const STEP: &[&str] = &[
+    "id",
+    "task_id",
+    "upstream_id",
+    "order",
+    "name",
+    "status",
+    "reason",
+    "predecessor",
+    "is_last",
+    "input",
+    "output",
+    "cost",
+    "created_at",
+    "updated_at",
+];
+
+const ERROR: &[&str] = &[
+    "status",
+    "code",
+    "message",
+    "reason",
+    "request_id",
+    "field_errors",
+    "field_errors.*",
+];
+
+/// Whether `path` (split on dots) names a canonical field. `var.*` names are checked elsewhere,
+/// against the dialect's variables.
+pub fn is_known(path: &[String]) -> bool {
+    let Some((root, rest)) = path.split_first() else {
+        return false;
+    };
+    let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
+    match root.as_str() {
+        "task" => rest.is_empty() || matches_object(TASK, &rest, true),
+        "step" => rest.is_empty() || matches_object(STEP, &rest, true),
+        "input" => rest.is_empty() || matches_list(IO, &rest),
+        "error" => matches_list(ERROR, &rest),
+        "availability" => matches!(rest.as_slice(), ["available"] | ["message"]),
+        "schema" | "tasks" => true,
+        "search" => matches!(
+            rest.as_slice(),
+            ["status"] | ["name"] | ["page"] | ["page_size"] | ["total"]
+        ),
+        "request" => matches!(rest.as_slice(), ["id"]),
+        _ => false,
+    }
+}
+
+/// Task and step fields, where `input.*` and `output.*` continue into their own lists.
+fn matches_object(list: &[&str], rest: &[&str], nested_io: bool) -> bool {
+    if nested_io {
+        match rest {
+            ["input", tail @ ..] if !tail.is_empty() => return matches_list(IO, tail),
+            ["output", tail @ ..] if !tail.is_empty() => return matches_list(OUT, tail),
+            _ => {}
+        }
+    }
+    matches_list(list, rest)
+}
+
+/// `rest` matches an entry exactly, or falls under an entry ending in `.*`.
+fn matches_list(list: &[&str], rest: &[&str]) -> bool {
+    let joined = rest.join(".");
+    list.iter().any(|entry| match entry.strip_suffix(".*") {
+        Some(prefix) => {
+            joined.starts_with(prefix) && joined.as_bytes().get(prefix.len()) == Some(&b'.')
+        }
+        None => *entry == joined,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn known(p: &str) -> bool {
+        is_known(&p.split('.').map(str::to_string).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn known_and_unknown_fields() {
+        for ok in [
+            "task.input.text",
+            "task.output.additional.input_schema",
+            "task.steps",
+            "step.status",
+            "error.field_errors.text",
+            "input.params",
+            "availability.available",
+            "schema",
+            "tasks",
+            "request.id",
+        ] {
+            assert!(known(ok), "{ok}");
+        }
+        for bad in [
+            "task.inptu.text",
+            "task.input.txt",
+            "steps",
+            "error",
+            "foo.bar",
+            "task.output.result",
+        ] {
+            assert!(!known(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,478 @@
+//! Running field rules: `decode` reads a dialect message into a canonical document, `encode`
+//! writes a canonical document as a dialect message. The same rules serve both directions.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use super::expr::{truthy, walk, Expr, Scope};
+use super::location::Location;
+use super::mapping::{Conversion, Direction, Mapping, Nested, Rule, Rules};
+use crate::task::time::{format_iso_ms, parse_any};
+
+/// A dialect message: path parameters, query, headers and JSON body.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Message {
+    pub params: BTreeMap<String, String>,
+    pub query: Vec<(String, String)>,
+    pub headers: Vec<(String, String)>,
+    /// `None`: no body at all.
+    pub body: Option<Value>,
+}
+
+impl Message {
+    pub fn with_body(body: Value) -> Message {
+        Message {
+            body: Some(body),
+            ..Message::default()
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Why a message and a mapping did not fit. Each names the dialect field concerned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CodecError {
+    #[error("`{field}` is missing")]
+    Missing { field: String },
+    #[error("`{field}` must be {expected}")]
+    WrongType {
+        field: String,
+        expected: &'static str,
+    },
+    #[error("`{field}` has the unknown status `{value}`")]
+    UnknownStatus { field: String, value: String },
+    #[error("`{field}`: {message}")]
+    Invalid { field: String, message: String },
+}
+
+impl CodecError {
+    /// The dialect field the error is about.
+    pub fn field(&self) -> &str {
+        match self {
+            CodecError::Missing { field }
+            | CodecError::WrongType { field, .. }
+            | CodecError::UnknownStatus { field, .. }
+            | CodecError::Invalid { field, .. } => field,
+        }
+    }
+}
+
+/// What rules run against: the mapping (for tables and id templates) and the variables in force.
+pub struct Context<'a> {
+    pub mapping: &'a Mapping,
+    pub vars: &'a Map<String, Value>,
+}
+
+/// Expressions' view of a document: `var.*` from the context, the name a shape binds (`step`) to
+/// the current element, everything else from the root document.
+struct DocScope<'a> {
+    root: &'a Value,
+    bind: Option<(&'a str, &'a Value)>,
+    vars: &'a Map<String, Value>,
+    current: Option<&'a Value>,
+}
+
+impl Scope for DocScope<'_> {
+    fn lookup(&self, path: &[String]) -> Option<Value> {
+        let (first, rest) = path.split_first()?;
+        let found = if first == "var" {
+            let (name, tail) = rest.split_first()?;
+            walk(self.vars.get(name)?, tail)
+        } else if let Some((_, elem)) = self.bind.filter(|(b, _)| b == first) {
+            walk(elem, rest)
+        } else {
+            walk(self.root, path)
+        };
+        found.filter(|v| !v.is_null()).cloned()
+    }
+
+    fn current(&self) -> Option<&Value> {
+        self.current
+    }
+}
+
+/// Reads `msg` into a canonical document.
+pub fn decode(rules: &Rules, msg: &Message, ctx: &Context<'_>) -> Result<Value, CodecError> {
+    let mut doc = Value::Object(Map::new());
+    decode_into(rules, msg, ctx, &mut doc)?;
+    Ok(doc)
+}
+
+fn decode_into(
+    rules: &Rules,
+    msg: &Message,
+    ctx: &Context<'_>,
+    doc: &mut Value,
+) -> Result<(), CodecError> {
+    for rule in rules.0.iter().filter(|r| r.direction != Direction::Emit) {
+        let found = std::iter::once(&rule.location)
+            .chain(&rule.aliases)
+            .find_map(|loc| read_location(msg, loc).filter(|v| !v.is_null()))
+            .or_else(|| rule.default.clone());
+        let mut reason = None;
+        let converted = match found {
+            Some(raw) => {
+                if let Some(kind) = rule.kind {
+                    if !kind.accepts(&raw) {
+                        return Err(CodecError::WrongType {
+                            field: rule.label.clone(),
+                            expected: kind.name(),
+                        });
+                    }
+                }
+                match rule.conversion {
+                    Some(c) => {
+                        let (v, r) = convert_read(c, raw, rule, ctx)?;
+                        reason = r;
+                        Some(v)
+                    }
+                    None => Some(raw),
+                }
+            }
+            None => None,
+        };
+        // `read` also runs when nothing was found, so it can supply a value (`$ ?? uuid()`).
+        let value = match &rule.read {
+            Some(read) if converted.is_some() || !read.uses_current_only() => {
+                let scope = DocScope {
+                    root: doc,
+                    bind: None,
+                    vars: ctx.vars,
+                    current: converted.as_ref(),
+                };
+                eval(read, &scope, rule)?
+            }
+            _ => converted,
+        };
+        let Some(value) = value.filter(|v| !v.is_null()) else {
+            if rule.required {
+                return Err(CodecError::Missing {
+                    field: rule.label.clone(),
+                });
+            }
+            continue;
+        };
+        match &rule.nested {
+            Some(Nested::Shape(shape)) => {
+                let sub = Message::with_body(value);
+                decode_into(&shape.rules, &sub, ctx, doc)?;
+            }
+            Some(Nested::Each(shape)) => {
+                let items = match value {
+                    Value::Array(items) => items,
+                    // "Accept an object or an array" (DIALECTS.md §2.2.1).
+                    obj @ Value::Object(_) => vec![obj],
+                    _ => {
+                        return Err(CodecError::WrongType {
+                            field: rule.label.clone(),
+                            expected: "an array",
+                        })
+                    }
+                };
+                let bind = shape.bind.as_deref().unwrap_or("item");
+                let mut out = Vec::with_capacity(items.len());
+                for item in items {
+                    let mut elem = Value::Object(Map::new());
+                    decode_into(&shape.rules, &Message::with_body(item), ctx, &mut elem)?;
+                    out.push(elem.get(bind).cloned().unwrap_or(Value::Object(Map::new())));
+                }
+                if let Some(field) = &rule.field {
+                    set_path(doc, field, Value::Array(out));
+                }
+            }
+            None => {
+                if let Some(field) = &rule.field {
+                    set_path(doc, field, value);
+                    if let Some(r) = reason {
+                        set_path(doc, &sibling(field, "reason"), Value::String(r));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes `doc` as a dialect message.
+pub fn encode(rules: &Rules, doc: &Value, ctx: &Context<'_>) -> Result<Message, CodecError> {
+    let scope = DocScope {
+        root: doc,
+        bind: None,
+        vars: ctx.vars,
+        current: None,
+    };
+    let mut msg = Message::default();
+    encode_into(rules, &scope, ctx, &mut msg)?;
+    Ok(msg)
+}
+
+fn encode_into(
+    rules: &Rules,
+    scope: &DocScope<'_>,
+    ctx: &Context<'_>,
+    msg: &mut Message,
+) -> Result<(), CodecError> {
+    for rule in rules.0.iter().filter(|r| r.direction != Direction::Read) {
+        if let Some(when) = &rule.when {
+            if !truthy(eval(when, scope, rule)?.as_ref()) {
+                continue;
+            }
+        }
+        let value = match &rule.nested {
+            Some(Nested::Shape(shape)) => {
+                let mut sub = Message::default();
+                encode_into(&shape.rules, scope, ctx, &mut sub)?;
+                sub.body
+            }
+            Some(Nested::Each(shape)) => {
+                let items =
+                    rule.field
+                        .as_ref()
+                        .and_then(|f| scope.lookup(f))
+                        .and_then(|v| match v {
+                            Value::Array(a) => Some(a),
+                            _ => None,
+                        });
+                match items {
+                    Some(items) => {
+                        let bind = shape.bind.as_deref().unwrap_or("item");
+                        let mut out = Vec::with_capacity(items.len());
+                        for item in &items {
+                            let inner = DocScope {
+                                root: scope.root,
+                                bind: Some((bind, item)),
+                                vars: scope.vars,
+                                current: None,
+                            };
+                            let mut sub = Message::default();
+                            encode_into(&shape.rules, &inner, ctx, &mut sub)?;
+                            out.push(sub.body.unwrap_or(Value::Object(Map::new())));
+                        }
+                        Some(Value::Array(out))
+                    }
+                    None => None,
+                }
+            }
+            None => match (&rule.value, &rule.field) {
+                (Some(expr), _) => eval(expr, scope, rule)?,
+                (None, Some(field)) => scope.lookup(field),
+                (None, None) => None,
+            },
+        };
+        let value = match (value, rule.conversion) {
+            (Some(v), Some(c)) if rule.value.is_none() => {
+                Some(convert_emit(c, v, rule, scope, ctx)?)
+            }
+            (v, _) => v,
+        };
+        let Some(value) = value
+            .filter(|v| !v.is_null())
+            .or_else(|| rule.default.clone())
+        else {
+            if rule.required {
+                return Err(CodecError::Missing {
+                    field: rule.label.clone(),
+                });
+            }
+            continue;
+        };
+        write_location(msg, &rule.location, value, rule)?;
+    }
+    Ok(())
+}
+
+fn eval(expr: &Expr, scope: &DocScope<'_>, rule: &Rule) -> Result<Option<Value>, CodecError> {
+    expr.eval(scope).map_err(|e| CodecError::Invalid {
+        field: rule.label.clone(),
+        message: e.0,
+    })
+}
+
+fn read_location(msg: &Message, loc: &Location) -> Option<Value> {
+    match loc {
+        Location::Json(path) => msg.body.as_ref().and_then(|b| path.read(b)),
+        Location::Param(name) => msg.params.get(name).cloned().map(Value::String),
+        Location::Query(name) => msg
+            .query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| Value::String(v.clone())),
+        Location::Header(name) => msg.header(name).map(|v| Value::String(v.to_string())),
+    }
+}
+
+fn write_location(
+    msg: &mut Message,
+    loc: &Location,
+    value: Value,
+    rule: &Rule,
+) -> Result<(), CodecError> {
+    match loc {
+        Location::Json(path) => {
+            let body = msg.body.get_or_insert(Value::Null);
+            if !path.write(body, value) {
+                return Err(CodecError::Invalid {
+                    field: rule.label.clone(),
+                    message: "cannot be written here (a value in the way is not an object)"
+                        .to_string(),
+                });
+            }
+        }
+        Location::Param(name) => {
+            msg.params.insert(name.clone(), text(&value));
+        }
+        Location::Query(name) => msg.query.push((name.clone(), text(&value))),
+        Location::Header(name) => msg.headers.push((name.clone(), text(&value))),
+    }
+    Ok(())
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// dialect → canonical; also returns the reason a status carries.
+fn convert_read(
+    c: Conversion,
+    raw: Value,
+    rule: &Rule,
+    ctx: &Context<'_>,
+) -> Result<(Value, Option<String>), CodecError> {
+    let invalid = |message: &str| CodecError::Invalid {
+        field: rule.label.clone(),
+        message: message.to_string(),
+    };
+    match c {
+        Conversion::Status => {
+            let table = ctx
+                .mapping
+                .status
+                .as_ref()
+                .ok_or_else(|| invalid("the dialect has no status table"))?;
+            let Value::String(s) = &raw else {
+                return Err(CodecError::WrongType {
+                    field: rule.label.clone(),
+                    expected: "a string",
+                });
+            };
+            let (status, reason) = table.read(s).ok_or_else(|| CodecError::UnknownStatus {
+                field: rule.label.clone(),
+                value: s.clone(),
+            })?;
+            Ok((Value::String(status.name().to_string()), reason.clone()))
+        }
+        Conversion::TaskId | Conversion::StepId => {
+            let template = match c {
+                Conversion::TaskId => &ctx.mapping.ids.task,
+                _ => &ctx.mapping.ids.step,
+            };
+            let s = text(&raw);
+            let id = template
+                .as_ref()
+                .map_or(s.as_str(), |t| t.strip(&s))
+                .to_string();
+            Ok((Value::String(id), None))
+        }
+        Conversion::Time(_) => {
+            let t = parse_any(&raw).ok_or_else(|| invalid("is not a timestamp"))?;
+            Ok((Value::String(format_iso_ms(t)), None))
+        }
+    }
+}
+
+/// canonical → dialect.
+fn convert_emit(
+    c: Conversion,
+    v: Value,
+    rule: &Rule,
+    scope: &DocScope<'_>,
+    ctx: &Context<'_>,
+) -> Result<Value, CodecError> {
+    let invalid = |message: String| CodecError::Invalid {
+        field: rule.label.clone(),
+        message,
+    };
+    match c {
+        Conversion::Status => {
+            let table = ctx
+                .mapping
+                .status
+                .as_ref()
+                .ok_or_else(|| invalid("the dialect has no status table".to_string()))?;
+            let status = text(&v);
+            let reason = rule
+                .field
+                .as_ref()
+                .and_then(|f| scope.lookup(&sibling(f, "reason")))
+                .map(|r| text(&r));
+            table
+                .emit(&status, reason.as_deref())
+                .map(|s| Value::String(s.to_string()))
+                .ok_or_else(|| invalid(format!("the status table has no value for `{status}`")))
+        }
+        Conversion::TaskId | Conversion::StepId => {
+            let template = match c {
+                Conversion::TaskId => &ctx.mapping.ids.task,
+                _ => &ctx.mapping.ids.step,
+            };
+            let id = text(&v);
+            Ok(Value::String(
+                template.as_ref().map_or(id.clone(), |t| t.render(&id)),
+            ))
+        }
+        Conversion::Time(format) => {
+            let t = parse_any(&v).ok_or_else(|| invalid(format!("`{v}` is not a timestamp")))?;
+            Ok(format.render(t))
+        }
+    }
+}
+
+/// The path of a field's sibling (`task.status` → `task.reason`).
+fn sibling(field: &[String], name: &str) -> Vec<String> {
+    let mut out = field.to_vec();
+    out.pop();
+    out.push(name.to_string());
+    out
+}
+
+/// Sets `doc[path]`, creating objects on the way (replacing non-objects in the way).
+pub fn set_path(doc: &mut Value, path: &[String], value: Value) {
+    let Some((last, parents)) = path.split_last() else {
+        *doc = value;
+        return;
+    };
+    let mut target = doc;
+    for key in parents {
+        if !target.is_object() {
+            *target = Value::Object(Map::new());
+        }
+        let Value::Object(o) = target else { return };
+        target = o
+            .entry(key.clone())
+            .or_insert_with(|| Value::Object(Map::new()));
+    }
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    if let Value::Object(o) = target {
+        o.insert(last.clone(), value);
+    }
+}
+
+/// Whether a location can be written (for load-time checks of rules that emit).
+pub fn writable(loc: &Location) -> bool {
+    match loc {
+        Location::Json(j) => j.is_writable(),
+        Location::Param(_) | Location::Query(_) | Location::Header(_) => true,
+    }
+}

@@ -1,0 +1,774 @@
+//! From a mapping file to a [`Mapping`], checking everything on the way: unknown canonical fields,
+//! bad JSONPaths, bad expressions, incomplete status tables, references to shapes that do not
+//! exist. Every problem is reported with its file, line and column.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use http::Method;
+use serde_json::{Map, Value};
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
+
+use super::canonical;
+use super::expr::Expr;
+use super::file::{
+    ErrorSection, FieldRule, IdsSection, OperationSection, ShapeSection, StatusSection,
+};
+use super::location::{JsonLocation, Location};
+use super::mapping::*;
+use super::template::PathTemplate;
+use crate::config::{one, Collector, Problems};
+use crate::task::time::TimeFormat;
+use crate::task::{Operation, Status, StepSource};
+
+const TOP_KEYS: &[&str] = &[
+    "dialect",
+    "title",
+    "steps",
+    "vars",
+    "ids",
+    "status",
+    "input_schema",
+    "error",
+    "shapes",
+    "operations",
+];
+
+/// Parses and checks mapping text. `origin` names it in problems.
+pub fn parse(text: &str, origin: &str) -> Result<Mapping, Problems> {
+    let mut p = Collector::new(origin, text);
+    let (root, syntax) = DeTable::parse_recoverable(text);
+    if !syntax.is_empty() {
+        for e in &syntax {
+            p.toml("", e);
+        }
+        return Err(p.into_problems());
+    }
+    let root = root.into_inner();
+    let mut raw = Raw::default();
+    for (key, value) in root.iter() {
+        let name: &str = key.get_ref();
+        match name {
+            "dialect" => raw.dialect = one::<Spanned<String>>(value, name, &mut p),
+            "title" => raw.title = one::<String>(value, name, &mut p),
+            "steps" => raw.steps = one::<Spanned<String>>(value, name, &mut p),
+            "vars" => raw.vars = one::<toml::Table>(value, name, &mut p),
+            "ids" => raw.ids = one::<IdsSection>(value, name, &mut p),
+            "status" => raw.status = one::<StatusSection>(value, name, &mut p),
+            "input_schema" => raw.input_schema = one::<toml::Value>(value, name, &mut p),
+            "error" => raw.error = one::<ErrorSection>(value, name, &mut p),
+            "shapes" => raw.shapes = entries::<ShapeSection>(value, name, &mut p),
+            "operations" => raw.operations = entries::<OperationSection>(value, name, &mut p),
+            other => p.at(
+                Some(key.span()),
+                other,
+                format!(
+                    "unknown key `{other}`; expected one of: {}",
+                    TOP_KEYS.join(", ")
+                ),
+            ),
+        }
+    }
+    let mapping = compile(raw, origin, &mut p);
+    match mapping {
+        Some(m) if p.is_empty() => Ok(m),
+        _ => {
+            if p.is_empty() {
+                p.at(
+                    None,
+                    "",
+                    "the mapping could not be built (please report this)",
+                );
+            }
+            Err(p.into_problems())
+        }
+    }
+}
+
+#[derive(Default)]
+struct Raw {
+    dialect: Option<Spanned<String>>,
+    title: Option<String>,
+    steps: Option<Spanned<String>>,
+    vars: Option<toml::Table>,
+    ids: Option<IdsSection>,
+    status: Option<StatusSection>,
+    input_schema: Option<toml::Value>,
+    error: Option<ErrorSection>,
+    shapes: Vec<(Spanned<String>, ShapeSection)>,
+    operations: Vec<(Spanned<String>, OperationSection)>,
+}
+
+/// The entries of a table of tables (`[shapes.NAME]`), each deserialized on its own.
+fn entries<T: serde::de::DeserializeOwned>(
+    value: &Spanned<DeValue<'_>>,
+    path: &str,
+    p: &mut Collector<'_>,
+) -> Vec<(Spanned<String>, T)> {
+    let DeValue::Table(table) = value.get_ref() else {
+        p.at(Some(value.span()), path, "must be a table");
+        return Vec::new();
+    };
+    table
+        .iter()
+        .filter_map(|(k, v)| {
+            let name: &str = k.get_ref();
+            let item = one::<T>(v, &format!("{path}.{name}"), p)?;
+            Some((Spanned::new(k.span(), name.to_string()), item))
+        })
+        .collect()
+}
+
+fn compile(raw: Raw, origin: &str, p: &mut Collector<'_>) -> Option<Mapping> {
+    let name = match &raw.dialect {
+        Some(d) if is_name(d.get_ref()) => d.get_ref().clone(),
+        Some(d) => {
+            p.at(
+                Some(d.span()),
+                "dialect",
+                "must be a name of letters, digits and '_'",
+            );
+            String::new()
+        }
+        None => {
+            p.at(
+                None,
+                "dialect",
+                "is missing: every mapping names its dialect",
+            );
+            String::new()
+        }
+    };
+    let steps = match raw.steps.as_ref().map(|s| s.get_ref().as_str()) {
+        None | Some("synthesized") => StepSource::Synthesized,
+        Some("native") => StepSource::Native,
+        Some(other) => {
+            p.at(
+                raw.steps.as_ref().map(|s| s.span()),
+                "steps",
+                format!("`{other}` is not `native` or `synthesized`"),
+            );
+            StepSource::Synthesized
+        }
+    };
+    let vars = match raw.vars.map(serde_json::to_value) {
+        Some(Ok(Value::Object(m))) => m,
+        Some(_) => {
+            p.at(None, "vars", "must be a table of values");
+            Map::new()
+        }
+        None => Map::new(),
+    };
+    let ids = raw.ids.map(|i| compile_ids(i, p)).unwrap_or_default();
+    let status = raw.status.map(|s| compile_status(s, p));
+    let input_schema = raw.input_schema.and_then(|v| serde_json::to_value(v).ok());
+
+    let mut cx = RuleCx {
+        vars: &vars,
+        shapes: BTreeMap::new(),
+        has_status: status.is_some(),
+        has_ids: (ids.task.is_some(), ids.step.is_some()),
+    };
+    // Shapes first: operations refer to them. Shapes do not nest other shapes.
+    for (shape_name, shape) in &raw.shapes {
+        let bind = match &shape.bind {
+            Some(b) if matches!(b.get_ref().as_str(), "step" | "task") => Some(b.get_ref().clone()),
+            Some(b) => {
+                p.at(
+                    Some(b.span()),
+                    format!("shapes.{}.bind", shape_name.get_ref()),
+                    "must be `step` or `task`",
+                );
+                None
+            }
+            None => None,
+        };
+        let where_ = format!("shapes.{}", shape_name.get_ref());
+        let rules = cx.rules(&shape.fields, &where_, &[], false, p);
+        cx.shapes.insert(
+            shape_name.get_ref().clone(),
+            Arc::new(Shape {
+                name: shape_name.get_ref().clone(),
+                bind,
+                rules,
+            }),
+        );
+    }
+    let error = raw
+        .error
+        .map(|e| cx.rules(&e.fields, "error", &[], true, p));
+    let mut ops: Vec<Op> = Vec::new();
+    for (op_name, op) in &raw.operations {
+        let Some(kind) = Operation::from_name(op_name.get_ref()) else {
+            let known: Vec<&str> = Operation::ALL.iter().map(|o| o.name()).collect();
+            p.at(
+                Some(op_name.span()),
+                format!("operations.{}", op_name.get_ref()),
+                format!(
+                    "`{}` is not a canonical operation; known: {}",
+                    op_name.get_ref(),
+                    known.join(", ")
+                ),
+            );
+            continue;
+        };
+        if let Some(compiled) = cx.operation(kind, op, p) {
+            ops.push(compiled);
+        }
+    }
+    Some(Mapping {
+        name,
+        title: raw.title.unwrap_or_default(),
+        origin: origin.to_string(),
+        steps,
+        vars,
+        ids,
+        status,
+        input_schema,
+        error,
+        ops,
+    })
+}
+
+fn compile_ids(i: IdsSection, p: &mut Collector<'_>) -> Ids {
+    let mut one_id = |t: Option<Spanned<String>>, path: &str| {
+        t.and_then(|t| match IdTemplate::parse(t.get_ref()) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                p.at(Some(t.span()), path, e);
+                None
+            }
+        })
+    };
+    Ids {
+        task: one_id(i.task, "ids.task"),
+        step: one_id(i.step, "ids.step"),
+    }
+}
+
+fn status_key(text: &str) -> Option<(Status, Option<String>)> {
+    let (s, reason) = match text.split_once('/') {
+        Some((s, r)) if !r.is_empty() => (s, Some(r.to_string())),
+        Some(_) => return None,
+        None => (text, None),
+    };
+    Status::from_name(s).map(|st| (st, reason))
+}
+
+fn compile_status(s: StatusSection, p: &mut Collector<'_>) -> StatusTable {
+    let ignore_case = s.ignore_case.unwrap_or(false);
+    let statuses = Status::ALL.map(Status::name).join(", ");
+    let mut read = BTreeMap::new();
+    for (dialect_value, canonical) in &s.read {
+        match status_key(canonical.get_ref()) {
+            Some(v) => {
+                let key = if ignore_case {
+                    fold(dialect_value)
+                } else {
+                    dialect_value.clone()
+                };
+                read.insert(key, v);
+            }
+            None => p.at(
+                Some(canonical.span()),
+                format!("status.read.{dialect_value}"),
+                format!(
+                    "`{}` is not a canonical status ({statuses}), optionally with /reason",
+                    canonical.get_ref()
+                ),
+            ),
+        }
+    }
+    let mut emit = BTreeMap::new();
+    for (canonical, dialect_value) in s.emit.get_ref() {
+        if status_key(canonical).is_none() {
+            p.at(
+                Some(dialect_value.span()),
+                format!("status.emit.{canonical}"),
+                format!(
+                    "`{canonical}` is not a canonical status ({statuses}), optionally with /reason"
+                ),
+            );
+        }
+        emit.insert(canonical.clone(), dialect_value.get_ref().clone());
+    }
+    let missing: Vec<&str> = Status::ALL
+        .iter()
+        .map(|s| s.name())
+        .filter(|s| !emit.contains_key(*s))
+        .collect();
+    if !missing.is_empty() {
+        p.at(
+            Some(s.emit.span()),
+            "status.emit",
+            format!(
+                "incomplete status table: no dialect value for {}",
+                missing.join(", ")
+            ),
+        );
+    }
+    StatusTable {
+        read,
+        emit,
+        ignore_case,
+    }
+}
+
+struct RuleCx<'a> {
+    vars: &'a Map<String, Value>,
+    shapes: BTreeMap<String, Arc<Shape>>,
+    has_status: bool,
+    has_ids: (bool, bool),
+}
+
+impl RuleCx<'_> {
+    fn operation(
+        &self,
+        kind: Operation,
+        op: &OperationSection,
+        p: &mut Collector<'_>,
+    ) -> Option<Op> {
+        let where_ = format!("operations.{}", kind.name());
+        let method = match Method::from_bytes(op.method.get_ref().to_ascii_uppercase().as_bytes()) {
+            Ok(m) => Some(m),
+            Err(_) => {
+                p.at(
+                    Some(op.method.span()),
+                    format!("{where_}.method"),
+                    "is not an HTTP method",
+                );
+                None
+            }
+        };
+        let path = match PathTemplate::parse(op.path.get_ref()) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                p.at(Some(op.path.span()), format!("{where_}.path"), e);
+                None
+            }
+        };
+        let also: Vec<PathTemplate> = op
+            .also
+            .iter()
+            .flatten()
+            .filter_map(|t| match PathTemplate::parse(t.get_ref()) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    p.at(Some(t.span()), format!("{where_}.also"), e);
+                    None
+                }
+            })
+            .collect();
+        let status = match &op.status {
+            Some(s) if (100..=599).contains(s.get_ref()) => *s.get_ref(),
+            Some(s) => {
+                p.at(
+                    Some(s.span()),
+                    format!("{where_}.status"),
+                    "must be an HTTP status (100-599)",
+                );
+                200
+            }
+            None => 200,
+        };
+        let returns = match op.returns.as_ref().map(|r| r.get_ref().as_str()) {
+            None | Some("task") => Returns::Task,
+            Some("result") => Returns::Result,
+            Some(other) => {
+                p.at(
+                    op.returns.as_ref().map(|r| r.span()),
+                    format!("{where_}.returns"),
+                    format!("`{other}` is not `task` or `result`"),
+                );
+                Returns::Task
+            }
+        };
+        let validate = op.validate.as_ref().and_then(|v| {
+            let path = split_path(v.get_ref());
+            if canonical::is_known(&path) {
+                Some(path)
+            } else {
+                p.at(
+                    Some(v.span()),
+                    format!("{where_}.validate"),
+                    format!("unknown canonical field `{}`", v.get_ref()),
+                );
+                None
+            }
+        });
+        let params: Vec<String> = path
+            .as_ref()
+            .map(|t| t.params().map(str::to_string).collect())
+            .unwrap_or_default();
+        let request = self.rules(
+            op.request.as_deref().unwrap_or(&[]),
+            &format!("{where_}.request"),
+            &params,
+            true,
+            p,
+        );
+        let response = self.rules(
+            op.response.as_deref().unwrap_or(&[]),
+            &format!("{where_}.response"),
+            &[],
+            true,
+            p,
+        );
+        Some(Op {
+            op: kind,
+            method: method?,
+            path: path?,
+            also,
+            status,
+            returns,
+            validate,
+            request,
+            response,
+        })
+    }
+
+    fn rules(
+        &self,
+        rules: &[Spanned<FieldRule>],
+        where_: &str,
+        params: &[String],
+        allow_nesting: bool,
+        p: &mut Collector<'_>,
+    ) -> Rules {
+        Rules(
+            rules
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| {
+                    self.rule(r, &format!("{where_}[{i}]"), params, allow_nesting, p)
+                })
+                .collect(),
+        )
+    }
+
+    fn rule(
+        &self,
+        spanned: &Spanned<FieldRule>,
+        where_: &str,
+        params: &[String],
+        allow_nesting: bool,
+        p: &mut Collector<'_>,
+    ) -> Option<Rule> {
+        let r = spanned.get_ref();
+        let span = spanned.span();
+        let before = p_len(p);
+        let places: Vec<(&str, &Spanned<String>)> = [
+            ("json", &r.json),
+            ("param", &r.param),
+            ("query", &r.query),
+            ("header", &r.header),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| (k, v)))
+        .collect();
+        let [(kind, place)] = places.as_slice() else {
+            p.at(
+                Some(span),
+                where_,
+                "a rule needs exactly one of `json`, `param`, `query`, `header`",
+            );
+            return None;
+        };
+        let location = self.location(kind, place, where_, params, p);
+        let aliases: Vec<Location> = r
+            .aliases
+            .iter()
+            .flatten()
+            .filter_map(|a| self.location(kind, a, &format!("{where_}.aliases"), params, p))
+            .collect();
+        let label = match *kind {
+            "json" => place.get_ref().clone(),
+            other => format!("{other} {}", place.get_ref()),
+        };
+        let field = r.field.as_ref().and_then(|f| {
+            let path = split_path(f.get_ref());
+            if canonical::is_known(&path) {
+                Some(path)
+            } else {
+                p.at(
+                    Some(f.span()),
+                    format!("{where_}.field"),
+                    format!("unknown canonical field `{}`", f.get_ref()),
+                );
+                None
+            }
+        });
+        let value = self.expr(r.value.as_ref(), &format!("{where_}.value"), false, p);
+        let read = self.expr(r.read.as_ref(), &format!("{where_}.read"), true, p);
+        let when = self.expr(r.when.as_ref(), &format!("{where_}.when"), false, p);
+        let conversion = self.conversion(r, where_, p);
+        let kind_check = r.kind.as_ref().and_then(|k| {
+            JsonType::from_name(k.get_ref()).or_else(|| {
+                p.at(
+                    Some(k.span()),
+                    format!("{where_}.type"),
+                    "must be string, number, integer, boolean, object or array",
+                );
+                None
+            })
+        });
+        let nested = match (&r.shape, &r.each) {
+            (Some(_), Some(e)) => {
+                p.at(
+                    Some(e.span()),
+                    where_,
+                    "a rule has `shape` or `each`, not both",
+                );
+                None
+            }
+            (Some(s), None) | (None, Some(s)) if !allow_nesting => {
+                p.at(Some(s.span()), where_, "shapes cannot contain other shapes");
+                None
+            }
+            (Some(s), None) => self.shape(s, where_, p).map(Nested::Shape),
+            (None, Some(e)) => {
+                if r.field.is_none() {
+                    p.at(
+                        Some(e.span()),
+                        where_,
+                        "`each` needs `field`: the canonical array",
+                    );
+                }
+                self.shape(e, where_, p).map(Nested::Each)
+            }
+            (None, None) => None,
+        };
+        let direction = match r.only.as_ref().map(|o| o.get_ref().as_str()) {
+            Some("read") => Direction::Read,
+            Some("emit") => Direction::Emit,
+            Some(other) => {
+                p.at(
+                    r.only.as_ref().map(|o| o.span()),
+                    format!("{where_}.only"),
+                    format!("`{other}` is not `read` or `emit`"),
+                );
+                Direction::Both
+            }
+            // A rule with nowhere to store what it reads only writes.
+            None if r.field.is_none() && nested.is_none() => Direction::Emit,
+            None => Direction::Both,
+        };
+        if direction != Direction::Read
+            && r.field.is_none()
+            && r.value.is_none()
+            && nested.is_none()
+        {
+            p.at(
+                Some(span.clone()),
+                where_,
+                "nothing to write: give `field`, `value`, `shape` or `each`",
+            );
+        }
+        if direction == Direction::Read && r.field.is_none() && nested.is_none() {
+            p.at(
+                Some(span),
+                where_,
+                "nowhere to store what is read: give `field`",
+            );
+        }
+        if let Some(loc) = &location {
+            if direction != Direction::Read && !super::codec::writable(loc) {
+                p.at(
+                    Some(place.span()),
+                    format!("{where_}.json"),
+                    "only simple paths ($.a.b, $.a[0]) can be written; mark the rule `only = \"read\"`",
+                );
+            }
+        }
+        let default = r
+            .default
+            .as_ref()
+            .and_then(|d| serde_json::to_value(d).ok());
+        if p_len(p) != before {
+            return None;
+        }
+        Some(Rule {
+            location: location?,
+            aliases,
+            label,
+            field,
+            value,
+            read,
+            when,
+            conversion,
+            default,
+            required: r.required.unwrap_or(false),
+            kind: kind_check,
+            nested,
+            direction,
+        })
+    }
+
+    fn location(
+        &self,
+        kind: &str,
+        place: &Spanned<String>,
+        where_: &str,
+        params: &[String],
+        p: &mut Collector<'_>,
+    ) -> Option<Location> {
+        let text = place.get_ref();
+        match kind {
+            "json" => match JsonLocation::parse(text) {
+                Ok(j) => Some(Location::Json(j)),
+                Err(e) => {
+                    p.at(Some(place.span()), format!("{where_}.json"), e);
+                    None
+                }
+            },
+            "param" => {
+                if params.iter().any(|n| n == text) {
+                    Some(Location::Param(text.clone()))
+                } else {
+                    p.at(
+                        Some(place.span()),
+                        format!("{where_}.param"),
+                        format!("the operation's path has no `{{{text}}}`"),
+                    );
+                    None
+                }
+            }
+            "query" => Some(Location::Query(text.clone())),
+            _ => Some(Location::Header(text.to_ascii_lowercase())),
+        }
+    }
+
+    fn expr(
+        &self,
+        text: Option<&Spanned<String>>,
+        where_: &str,
+        allow_current: bool,
+        p: &mut Collector<'_>,
+    ) -> Option<Expr> {
+        let text = text?;
+        let e = match Expr::parse(text.get_ref()) {
+            Ok(e) => e,
+            Err(msg) => {
+                p.at(Some(text.span()), where_, format!("bad expression: {msg}"));
+                return None;
+            }
+        };
+        if !allow_current && e.uses_current() {
+            p.at(
+                Some(text.span()),
+                where_,
+                "`$` (the value read) can only be used in `read`",
+            );
+        }
+        for path in e.paths() {
+            if path.first().map(String::as_str) == Some("var") {
+                match path.get(1) {
+                    Some(name) if self.vars.contains_key(name) => {}
+                    _ => p.at(
+                        Some(text.span()),
+                        where_,
+                        format!(
+                            "unknown variable `{}`; declare it in [vars]",
+                            path.iter().skip(1).cloned().collect::<Vec<_>>().join(".")
+                        ),
+                    ),
+                }
+            } else if !canonical::is_known(path) {
+                p.at(
+                    Some(text.span()),
+                    where_,
+                    format!("unknown canonical field `{}`", path.join(".")),
+                );
+            }
+        }
+        Some(e)
+    }
+
+    fn conversion(&self, r: &FieldRule, where_: &str, p: &mut Collector<'_>) -> Option<Conversion> {
+        let mut found: Vec<(Range<usize>, Conversion)> = Vec::new();
+        if let Some(t) = &r.table {
+            if t.get_ref() != "status" {
+                p.at(
+                    Some(t.span()),
+                    format!("{where_}.table"),
+                    "the only table is `status`",
+                );
+            } else if !self.has_status {
+                p.at(
+                    Some(t.span()),
+                    format!("{where_}.table"),
+                    "the mapping has no [status] table",
+                );
+            } else {
+                found.push((t.span(), Conversion::Status));
+            }
+        }
+        if let Some(i) = &r.id {
+            match i.get_ref().as_str() {
+                "task" if self.has_ids.0 => found.push((i.span(), Conversion::TaskId)),
+                "step" if self.has_ids.1 => found.push((i.span(), Conversion::StepId)),
+                "task" | "step" => p.at(
+                    Some(i.span()),
+                    format!("{where_}.id"),
+                    format!("the mapping has no `ids.{}` template", i.get_ref()),
+                ),
+                _ => p.at(
+                    Some(i.span()),
+                    format!("{where_}.id"),
+                    "must be `task` or `step`",
+                ),
+            }
+        }
+        if let Some(t) = &r.time {
+            match TimeFormat::from_name(t.get_ref()) {
+                Some(f) => found.push((t.span(), Conversion::Time(f))),
+                None => p.at(
+                    Some(t.span()),
+                    format!("{where_}.time"),
+                    "must be iso_ms, rfc3339, unix_ms or unix_s",
+                ),
+            }
+        }
+        if found.len() > 1 {
+            p.at(
+                Some(found[1].0.clone()),
+                where_,
+                "a rule has at most one of `table`, `id`, `time`",
+            );
+        }
+        found.first().map(|(_, c)| *c)
+    }
+
+    fn shape(
+        &self,
+        name: &Spanned<String>,
+        where_: &str,
+        p: &mut Collector<'_>,
+    ) -> Option<Arc<Shape>> {
+        match self.shapes.get(name.get_ref()) {
+            Some(s) => Some(s.clone()),
+            None => {
+                p.at(
+                    Some(name.span()),
+                    where_,
+                    format!("no shape named `{}` in [shapes]", name.get_ref()),
+                );
+                None
+            }
+        }
+    }
+}
+
+fn p_len(p: &Collector<'_>) -> usize {
+    p.len()
+}
+
+fn split_path(text: &str) -> Vec<String> {
+    text.split('.').map(str::to_string).collect()
+}
+
+fn is_name(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}

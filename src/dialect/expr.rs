@@ -1,0 +1,449 @@
+//! The mapping language's expressions: what a field's `value`, `read` and `when` say, parsed once
+//! when a mapping is loaded and evaluated per message.
+//!
+//! ```text
+//! expr    := coalesce ( ("==" | "!=") coalesce )?
+//! coalesce:= unary ( "??" unary )*          a ?? b: a when present (not null, not ""), else b
+//! unary   := "!" unary | primary
+//! primary := literal | "$" | path | call | "(" expr ")"
+//! literal := 'text' | "text" | number | true | false | null | {} | []
+//! path    := name ( "." name )*              a canonical field (task.input.text), var.NAME, or $.x
+//! call    := name "(" ( expr ( "," expr )* )? ")"   a built-in function
+//! ```
+//!
+//! A value is a JSON value or *absent*; a path that leads nowhere is absent, and absent is not an
+//! error: the field rule that uses it decides (default, required, or leave the field out).
+
+use serde_json::Value;
+
+use super::builtins::{self, Builtin};
+
+/// A parsed expression.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    Literal(Value),
+    /// `$`: the dialect value being read (only in `read` expressions), optionally with a path into it.
+    Current(Vec<String>),
+    /// A canonical path, e.g. `task.input.text` or `var.text_field`.
+    Path(Vec<String>),
+    Call(Builtin, Vec<Expr>),
+    Coalesce(Box<Expr>, Box<Expr>),
+    Eq(Box<Expr>, Box<Expr>),
+    Ne(Box<Expr>, Box<Expr>),
+    Not(Box<Expr>),
+}
+
+/// Where expressions find their values.
+pub trait Scope {
+    /// The value at a canonical path, if any.
+    fn lookup(&self, path: &[String]) -> Option<Value>;
+    /// The value `$` stands for, if any.
+    fn current(&self) -> Option<&Value>;
+}
+
+/// Why an expression could not be evaluated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvalError(pub String);
+
+impl Expr {
+    /// Parses `text`. The error says what was expected and at which character.
+    pub fn parse(text: &str) -> Result<Expr, String> {
+        let mut p = Parser {
+            chars: text.chars().collect(),
+            pos: 0,
+        };
+        let e = p.expr()?;
+        p.skip_ws();
+        if p.pos < p.chars.len() {
+            return Err(format!(
+                "unexpected `{}` at character {}",
+                p.rest(),
+                p.pos + 1
+            ));
+        }
+        Ok(e)
+    }
+
+    /// Evaluates the expression. `Ok(None)` is an absent value.
+    pub fn eval(&self, scope: &dyn Scope) -> Result<Option<Value>, EvalError> {
+        match self {
+            Expr::Literal(v) => Ok(Some(v.clone())),
+            Expr::Current(path) => Ok(scope.current().and_then(|v| walk(v, path)).cloned()),
+            Expr::Path(path) => Ok(scope.lookup(path)),
+            Expr::Call(f, args) => {
+                let values = args
+                    .iter()
+                    .map(|a| a.eval(scope))
+                    .collect::<Result<Vec<_>, _>>()?;
+                builtins::call(*f, values).map_err(EvalError)
+            }
+            Expr::Coalesce(a, b) => match a.eval(scope)? {
+                // An empty string counts as absent: mapping variables default to "".
+                Some(v) if !v.is_null() && v != Value::String(String::new()) => Ok(Some(v)),
+                _ => b.eval(scope),
+            },
+            Expr::Eq(a, b) => Ok(Some(Value::Bool(a.eval(scope)? == b.eval(scope)?))),
+            Expr::Ne(a, b) => Ok(Some(Value::Bool(a.eval(scope)? != b.eval(scope)?))),
+            Expr::Not(a) => Ok(Some(Value::Bool(!truthy(a.eval(scope)?.as_ref())))),
+        }
+    }
+
+    /// Every canonical path the expression reads, for load-time checks.
+    pub fn paths(&self) -> Vec<&[String]> {
+        let mut out = Vec::new();
+        self.collect_paths(&mut out);
+        out
+    }
+
+    fn collect_paths<'a>(&'a self, out: &mut Vec<&'a [String]>) {
+        match self {
+            Expr::Path(p) => out.push(p),
+            Expr::Call(_, args) => args.iter().for_each(|a| a.collect_paths(out)),
+            Expr::Coalesce(a, b) | Expr::Eq(a, b) | Expr::Ne(a, b) => {
+                a.collect_paths(out);
+                b.collect_paths(out);
+            }
+            Expr::Not(a) => a.collect_paths(out),
+            Expr::Literal(_) | Expr::Current(_) => {}
+        }
+    }
+
+    /// Whether the expression can only produce a value from `$` (so there is no point evaluating
+    /// it when nothing was read): true unless some part could stand on its own.
+    pub fn uses_current_only(&self) -> bool {
+        match self {
+            Expr::Current(_) => true,
+            Expr::Literal(_) | Expr::Path(_) => false,
+            Expr::Call(f, args) => {
+                !f.is_source() && !args.is_empty() && args.iter().all(Expr::uses_current_only)
+            }
+            Expr::Coalesce(a, b) => a.uses_current_only() && b.uses_current_only(),
+            Expr::Eq(..) | Expr::Ne(..) | Expr::Not(_) => false,
+        }
+    }
+
+    /// Whether the expression reads `$`.
+    pub fn uses_current(&self) -> bool {
+        match self {
+            Expr::Current(_) => true,
+            Expr::Call(_, args) => args.iter().any(Expr::uses_current),
+            Expr::Coalesce(a, b) | Expr::Eq(a, b) | Expr::Ne(a, b) => {
+                a.uses_current() || b.uses_current()
+            }
+            Expr::Not(a) => a.uses_current(),
+            Expr::Literal(_) | Expr::Path(_) => false,
+        }
+    }
+}
+
+/// JSON truthiness: absent, null, false, 0, "", [] and {} are false.
+pub fn truthy(v: Option<&Value>) -> bool {
+    match v {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Number(n)) => n.as_f64().is_some_and(|f| f != 0.0),
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Array(a)) => !a.is_empty(),
+        Some(Value::Object(o)) => !o.is_empty(),
+    }
+}
+
+/// Follows object keys (and array indexes written as numbers) from `v`.
+pub fn walk<'a>(v: &'a Value, path: &[String]) -> Option<&'a Value> {
+    path.iter().try_fold(v, |v, key| match v {
+        Value::Object(o) => o.get(key),
+        Value::Array(a) => key.parse::<usize>().ok().and_then(|i| a.get(i)),
+        _ => None,
+    })
+}
+
+struct Parser {
+    chars: Vec<char>,
+    pos: usize,
+}
+
+impl Parser {
+    fn rest(&self) -> String {
+        self.chars[self.pos..].iter().take(12).collect()
+    }
+
+    fn skip_ws(&mut self) {
+        while self.chars.get(self.pos).is_some_and(|c| c.is_whitespace()) {
+            self.pos += 1;
+        }
+    }
+
+    fn eat(&mut self, token: &str) -> bool {
+        self.skip_ws();
+        let t: Vec<char> = token.chars().collect();
+        if self.chars.get(self.pos..self.pos + t.len()) == Some(&t[..]) {
+            self.pos += t.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expected(&self, what: &str) -> String {
+        if self.pos >= self.chars.len() {
+            format!("expected {what} at the end")
+        } else {
+            format!(
+                "expected {what} at character {}, found `{}`",
+                self.pos + 1,
+                self.rest()
+            )
+        }
+    }
+
+    fn expr(&mut self) -> Result<Expr, String> {
+        let left = self.coalesce()?;
+        if self.eat("==") {
+            return Ok(Expr::Eq(Box::new(left), Box::new(self.coalesce()?)));
+        }
+        if self.eat("!=") {
+            return Ok(Expr::Ne(Box::new(left), Box::new(self.coalesce()?)));
+        }
+        Ok(left)
+    }
+
+    fn coalesce(&mut self) -> Result<Expr, String> {
+        let mut left = self.unary()?;
+        while self.eat("??") {
+            left = Expr::Coalesce(Box::new(left), Box::new(self.unary()?));
+        }
+        Ok(left)
+    }
+
+    fn unary(&mut self) -> Result<Expr, String> {
+        self.skip_ws();
+        // `!=` is handled by `expr`; here `!` is only a prefix.
+        if self.chars.get(self.pos) == Some(&'!') && self.chars.get(self.pos + 1) != Some(&'=') {
+            self.pos += 1;
+            return Ok(Expr::Not(Box::new(self.unary()?)));
+        }
+        self.primary()
+    }
+
+    fn primary(&mut self) -> Result<Expr, String> {
+        self.skip_ws();
+        let Some(&c) = self.chars.get(self.pos) else {
+            return Err(self.expected("a value"));
+        };
+        match c {
+            '\'' | '"' => self.string(c).map(|s| Expr::Literal(Value::String(s))),
+            '(' => {
+                self.pos += 1;
+                let e = self.expr()?;
+                if !self.eat(")") {
+                    return Err(self.expected("`)`"));
+                }
+                Ok(e)
+            }
+            '{' => {
+                if self.eat("{") && self.eat("}") {
+                    Ok(Expr::Literal(Value::Object(Default::default())))
+                } else {
+                    Err(self.expected("`{}` (only empty object literals are allowed)"))
+                }
+            }
+            '[' => {
+                if self.eat("[") && self.eat("]") {
+                    Ok(Expr::Literal(Value::Array(Vec::new())))
+                } else {
+                    Err(self.expected("`[]` (only empty array literals are allowed)"))
+                }
+            }
+            '$' => {
+                self.pos += 1;
+                let mut path = Vec::new();
+                while self.chars.get(self.pos) == Some(&'.') {
+                    self.pos += 1;
+                    path.push(self.name()?);
+                }
+                Ok(Expr::Current(path))
+            }
+            c if c == '-' || c.is_ascii_digit() => self.number(),
+            c if c.is_alphabetic() || c == '_' => {
+                let first = self.name()?;
+                match first.as_str() {
+                    "true" => return Ok(Expr::Literal(Value::Bool(true))),
+                    "false" => return Ok(Expr::Literal(Value::Bool(false))),
+                    "null" => return Ok(Expr::Literal(Value::Null)),
+                    _ => {}
+                }
+                self.skip_ws();
+                if self.chars.get(self.pos) == Some(&'(') {
+                    self.pos += 1;
+                    let f = Builtin::from_name(&first).ok_or_else(|| {
+                        format!(
+                            "unknown function `{first}`; known: {}",
+                            builtins::names().join(", ")
+                        )
+                    })?;
+                    let mut args = Vec::new();
+                    if !self.eat(")") {
+                        loop {
+                            args.push(self.expr()?);
+                            if self.eat(")") {
+                                break;
+                            }
+                            if !self.eat(",") {
+                                return Err(self.expected("`,` or `)`"));
+                            }
+                        }
+                    }
+                    f.check_arity(args.len())?;
+                    return Ok(Expr::Call(f, args));
+                }
+                let mut path = vec![first];
+                while self.chars.get(self.pos) == Some(&'.') {
+                    self.pos += 1;
+                    path.push(self.name()?);
+                }
+                Ok(Expr::Path(path))
+            }
+            _ => Err(self.expected("a value")),
+        }
+    }
+
+    fn name(&mut self) -> Result<String, String> {
+        let start = self.pos;
+        while self
+            .chars
+            .get(self.pos)
+            .is_some_and(|c| c.is_alphanumeric() || *c == '_' || *c == '-')
+        {
+            self.pos += 1;
+        }
+        if start == self.pos {
+            return Err(self.expected("a name"));
+        }
+        Ok(self.chars[start..self.pos].iter().collect())
+    }
+
+    fn string(&mut self, quote: char) -> Result<String, String> {
+        self.pos += 1;
+        let mut out = String::new();
+        loop {
+            match self.chars.get(self.pos) {
+                None => return Err("unterminated string".to_string()),
+                Some(&c) if c == quote => {
+                    self.pos += 1;
+                    return Ok(out);
+                }
+                Some('\\') => {
+                    self.pos += 1;
+                    match self.chars.get(self.pos) {
+                        Some(&c) => out.push(c),
+                        None => return Err("unterminated string".to_string()),
+                    }
+                    self.pos += 1;
+                }
+                Some(&c) => {
+                    out.push(c);
+                    self.pos += 1;
+                }
+            }
+        }
+    }
+
+    fn number(&mut self) -> Result<Expr, String> {
+        let start = self.pos;
+        self.pos += 1;
+        while self
+            .chars
+            .get(self.pos)
+            .is_some_and(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-'))
+        {
+            self.pos += 1;
+        }
+        let text: String = self.chars[start..self.pos].iter().collect();
+        serde_json::from_str::<Value>(&text)
+            .ok()
+            .filter(Value::is_number)
+            .map(Expr::Literal)
+            .ok_or_else(|| format!("`{text}` is not a number"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    struct Doc(Value, Option<Value>);
+    impl Scope for Doc {
+        fn lookup(&self, path: &[String]) -> Option<Value> {
+            walk(&self.0, path).cloned()
+        }
+        fn current(&self) -> Option<&Value> {
+            self.1.as_ref()
+        }
+    }
+
+    fn eval(text: &str, doc: Value, current: Option<Value>) -> Option<Value> {
+        Expr::parse(text).unwrap().eval(&Doc(doc, current)).unwrap()
+    }
+
+    #[test]
+    fn paths_literals_and_coalesce() {
+        let doc = json!({"task": {"input": {"text": "hi"}, "name": null}});
+        assert_eq!(
+            eval("task.input.text", doc.clone(), None),
+            Some(json!("hi"))
+        );
+        assert_eq!(eval("task.missing", doc.clone(), None), None);
+        assert_eq!(
+            eval("task.name ?? 'x'", doc.clone(), None),
+            Some(json!("x"))
+        );
+        assert_eq!(
+            eval("task.missing ?? task.input.text", doc.clone(), None),
+            Some(json!("hi"))
+        );
+        assert_eq!(eval("[]", doc.clone(), None), Some(json!([])));
+        assert_eq!(eval("-1.5", doc, None), Some(json!(-1.5)));
+    }
+
+    #[test]
+    fn comparisons_and_not() {
+        let doc = json!({"task": {"status": "awaiting_input"}});
+        assert_eq!(
+            eval("task.status == 'awaiting_input'", doc.clone(), None),
+            Some(json!(true))
+        );
+        assert_eq!(
+            eval("task.status != \"running\"", doc.clone(), None),
+            Some(json!(true))
+        );
+        assert_eq!(eval("!task.status", doc.clone(), None), Some(json!(false)));
+        assert_eq!(eval("!task.nothing", doc, None), Some(json!(true)));
+    }
+
+    #[test]
+    fn current_value_and_calls() {
+        let current = json!({"a": {"b": 2}});
+        assert_eq!(
+            eval("$.a.b", json!({}), Some(current.clone())),
+            Some(json!(2))
+        );
+        assert_eq!(
+            eval("json_string($)", json!({}), Some(json!([1]))),
+            Some(json!("[1]"))
+        );
+    }
+
+    #[test]
+    fn parse_errors_say_where() {
+        assert!(Expr::parse("task.")
+            .unwrap_err()
+            .contains("expected a name"));
+        assert!(Expr::parse("nope(1)")
+            .unwrap_err()
+            .contains("unknown function `nope`"));
+        assert!(Expr::parse("'open").unwrap_err().contains("unterminated"));
+        assert!(Expr::parse("a b").unwrap_err().contains("unexpected `b`"));
+        assert!(Expr::parse("uuid(1)").unwrap_err().contains("takes"));
+    }
+}

@@ -1,0 +1,162 @@
+//! Calling an upstream from the engine: one request, the whole (bounded) answer, through
+//! pingora's connector — the same connection pool, TLS and timeouts as proxied requests.
+
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use pingora::connectors::http::Connector;
+use pingora::http::RequestHeader;
+use pingora::upstreams::peer::HttpPeer;
+
+use crate::error::ProxyError;
+use crate::proxy::upstream::UpstreamState;
+
+/// The largest upstream answer the engine reads.
+pub const MAX_RESPONSE: usize = 16 * 1024 * 1024;
+
+/// How long an idle pooled connection is kept.
+const POOL_IDLE: Duration = Duration::from_secs(60);
+
+/// An upstream's answer.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+    /// Time spent on the exchange.
+    pub took: Duration,
+}
+
+/// Sends requests to upstreams.
+pub struct Client {
+    connector: Connector,
+}
+
+impl Default for Client {
+    fn default() -> Self {
+        Client::new()
+    }
+}
+
+impl Client {
+    pub fn new() -> Client {
+        Client {
+            connector: Connector::new(None),
+        }
+    }
+
+    /// Sends one request to `upstream` and reads the whole answer. A pooled connection the
+    /// upstream had already closed is retried once on a new one. The upstream's timeouts apply,
+    /// `total_timeout` to the whole exchange.
+    pub async fn call(
+        &self,
+        upstream: &UpstreamState,
+        request: RequestHeader,
+        body: Option<Bytes>,
+    ) -> Result<Answer, ProxyError> {
+        let started = Instant::now();
+        let total = upstream.config.total_timeout;
+        let peer = upstream.peer().await?;
+        let exchange = async {
+            match self.exchange(&peer, request.clone(), body.clone()).await {
+                Err((e, true)) if e.retry() => self
+                    .exchange(&peer, request, body)
+                    .await
+                    .map_err(|(e, _)| e),
+                other => other.map_err(|(e, _)| e),
+            }
+        };
+        let result = match tokio::time::timeout(total, exchange).await {
+            Ok(r) => r,
+            Err(_) => {
+                return Err(ProxyError::UpstreamTimeout {
+                    upstream: upstream.config.name.clone(),
+                    detail: format!("no complete answer within total_timeout ({total:?})"),
+                })
+            }
+        };
+        let (status, headers, body) = result.map_err(|e| {
+            ProxyError::from_pingora(&e, &upstream.config.name).unwrap_or_else(|| {
+                ProxyError::UpstreamFailed {
+                    upstream: upstream.config.name.clone(),
+                    detail: e.to_string(),
+                }
+            })
+        })?;
+        Ok(Answer {
+            status,
+            headers,
+            body,
+            took: started.elapsed(),
+        })
+    }
+
+    /// One attempt. The error says whether the connection was a reused one (then worth a retry).
+    async fn exchange(
+        &self,
+        peer: &HttpPeer,
+        request: RequestHeader,
+        body: Option<Bytes>,
+    ) -> Result<(u16, Vec<(String, String)>, Bytes), (Box<pingora::Error>, bool)> {
+        let (mut session, reused) = self
+            .connector
+            .get_http_session(peer)
+            .await
+            .map_err(|e| (e, false))?;
+        let fail = |mut e: Box<pingora::Error>| {
+            e.retry.decide_reuse(reused);
+            (e, reused)
+        };
+        session
+            .write_request_header(Box::new(request))
+            .await
+            .map_err(fail)?;
+        if let Some(b) = body {
+            session.write_request_body(b, true).await.map_err(fail)?;
+        }
+        session.finish_request_body().await.map_err(fail)?;
+        session.read_response_header().await.map_err(fail)?;
+        let (status, headers) = match session.response_header() {
+            Some(h) => (
+                h.status.as_u16(),
+                h.headers
+                    .iter()
+                    .map(|(k, v)| {
+                        (
+                            k.as_str().to_string(),
+                            String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                        )
+                    })
+                    .collect(),
+            ),
+            None => {
+                return Err((
+                    pingora::Error::explain(
+                        pingora::ErrorType::InvalidHTTPHeader,
+                        "no response header",
+                    )
+                    .into_up(),
+                    false,
+                ))
+            }
+        };
+        let mut body = BytesMut::new();
+        while let Some(chunk) = session.read_response_body().await.map_err(fail)? {
+            if body.len() + chunk.len() > MAX_RESPONSE {
+                return Err((
+                    pingora::Error::explain(
+                        pingora::ErrorType::InvalidHTTPHeader,
+                        format!("the answer is larger than {MAX_RESPONSE} bytes"),
+                    )
+                    .into_up(),
+                    false,
+                ));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        self.connector
+            .release_http_session(session, peer, Some(POOL_IDLE))
+            .await;
+        Ok((status, headers, body.freeze()))
+    }
+}

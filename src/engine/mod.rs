@@ -1,0 +1,357 @@
+//! The engine: a front request, translated through the canonical model to the back and back.
+//!
+//! ```text
+//! front request ─ decode (front mapping) ─► canonical ─► operation ─► store / back calls
+//!                                                            │
+//! front answer ◄─ encode (front mapping) ◄─ canonical ◄──────┘
+//!
+//! a back call:  canonical ─ encode (back mapping) ─► HTTP ─► upstream ─► decode (back mapping) ─► canonical
+//! ```
+//!
+//! The engine supplies what the back lacks: ids for the front (the store maps them to upstream
+//! ids), steps (synthesized, one per status), polling for a front that wants the result, background
+//! execution for a back that only answers with the result, `availability`, `input_schema` and
+//! `search_tasks` from config, the mappings and the store. It knows no dialect by name.
+
+pub mod client;
+mod ops;
+pub mod views;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::Method;
+use parking_lot::Mutex;
+use pingora::http::RequestHeader;
+use serde_json::{Map, Value};
+
+use crate::config::{Route, Translation};
+use crate::dialect::template::{parse_query, render_query};
+use crate::dialect::{self, CodecError, Context, Mapping, Message};
+use crate::error::ProxyError;
+use crate::proxy::upstream::UpstreamState;
+use crate::task::{Operation, TaskStore};
+use client::Client;
+
+/// A translated route, ready to run.
+pub struct Translated {
+    pub route: String,
+    pub front: Arc<Mapping>,
+    pub back: Arc<Mapping>,
+    /// Each mapping's `[vars]` with the route's values over them.
+    pub front_vars: Map<String, Value>,
+    pub back_vars: Map<String, Value>,
+    pub settings: Translation,
+    pub upstream: Arc<UpstreamState>,
+}
+
+impl Translated {
+    /// Binds a route to its mappings.
+    pub fn new(
+        route: &Route,
+        front: Arc<Mapping>,
+        back: Arc<Mapping>,
+        upstream: Arc<UpstreamState>,
+    ) -> Translated {
+        let vars = |m: &Mapping| {
+            let mut v = m.vars.clone();
+            if let Some(over) = route.translation.vars.get(&m.name) {
+                v.extend(over.clone());
+            }
+            v
+        };
+        Translated {
+            route: route.name.clone(),
+            front_vars: vars(&front),
+            back_vars: vars(&back),
+            front,
+            back,
+            settings: route.translation.clone(),
+            upstream,
+        }
+    }
+
+    fn front_ctx(&self) -> Context<'_> {
+        Context {
+            mapping: &self.front,
+            vars: &self.front_vars,
+        }
+    }
+
+    fn back_ctx(&self) -> Context<'_> {
+        Context {
+            mapping: &self.back,
+            vars: &self.back_vars,
+        }
+    }
+}
+
+/// A request to a translated route.
+pub struct FrontRequest<'a> {
+    pub method: &'a Method,
+    /// The path below the route's prefix.
+    pub path: &'a str,
+    pub query: Option<&'a str>,
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+    pub request_id: &'a str,
+}
+
+/// The answer to a front request.
+pub struct FrontResponse {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+/// Time spent waiting for upstreams during one request.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Spent(pub Duration);
+
+/// The translation engine, shared by every request.
+pub struct Engine {
+    pub store: Arc<dyn TaskStore>,
+    pub client: Client,
+    /// Input schemas fetched from backs, per route, with when they were fetched.
+    schemas: Mutex<HashMap<String, (Instant, Value)>>,
+}
+
+/// How long a schema fetched from a back is reused.
+const SCHEMA_TTL: Duration = Duration::from_secs(60);
+
+impl Engine {
+    pub fn new(store: Arc<dyn TaskStore>) -> Engine {
+        Engine {
+            store,
+            client: Client::new(),
+            schemas: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Answers one front request.
+    pub async fn handle(
+        self: &Arc<Self>,
+        t: &Arc<Translated>,
+        req: FrontRequest<'_>,
+        spent: &mut Spent,
+    ) -> Result<FrontResponse, ProxyError> {
+        let (fop, params) =
+            t.front
+                .match_front(req.method, req.path)
+                .ok_or_else(|| ProxyError::NoOperation {
+                    method: req.method.to_string(),
+                    path: req.path.to_string(),
+                })?;
+        let body =
+            if req.body.iter().all(u8::is_ascii_whitespace) {
+                None
+            } else {
+                Some(serde_json::from_slice::<Value>(&req.body).map_err(|e| {
+                    ProxyError::InvalidRequest(format!("the body is not JSON: {e}"))
+                })?)
+            };
+        let msg = Message {
+            params,
+            query: req.query.map(parse_query).unwrap_or_default(),
+            headers: req.headers,
+            body,
+        };
+        let doc = dialect::decode(&fop.request, &msg, &t.front_ctx()).map_err(invalid_request)?;
+        let out = match fop.op {
+            Operation::CreateTask => self.create(t, fop, doc, req.request_id, spent).await?,
+            Operation::GetTask | Operation::ListSteps => {
+                self.get(t, &doc, req.request_id, spent).await?
+            }
+            Operation::ProvideInput => {
+                self.provide_input(t, fop, doc, req.request_id, spent)
+                    .await?
+            }
+            Operation::CancelTask => self.cancel(t, &doc, req.request_id, spent).await?,
+            Operation::SearchTasks => self.search(t, &doc).await?,
+            Operation::Availability => self.availability(t, req.request_id, spent).await?,
+            Operation::InputSchema => {
+                views::doc(&[("schema", self.schema_for(t, req.request_id, spent).await?)])
+            }
+            Operation::Describe => {
+                return Err(ProxyError::Unsupported {
+                    operation: fop.op.name().to_string(),
+                })
+            }
+        };
+        let rendered = dialect::encode(&fop.response, &out, &t.front_ctx()).map_err(|e| {
+            ProxyError::Internal(format!(
+                "rendering the `{}` answer for {}: {e}",
+                t.front.name,
+                fop.op.name()
+            ))
+        })?;
+        let body = match rendered.body {
+            Some(b) => serde_json::to_vec(&b).map_err(|e| ProxyError::Internal(e.to_string()))?,
+            None => Vec::new(),
+        };
+        Ok(FrontResponse {
+            status: fop.status,
+            body,
+        })
+    }
+
+    /// Calls operation `op` of the back with the canonical document `doc`; returns what the
+    /// back's answer says, as a canonical document.
+    async fn call_back(
+        &self,
+        t: &Translated,
+        op: Operation,
+        doc: &Value,
+        request_id: &str,
+        spent: &mut Spent,
+    ) -> Result<Value, ProxyError> {
+        let bop = t.back.op(op).ok_or_else(|| ProxyError::Unsupported {
+            operation: op.name().to_string(),
+        })?;
+        let msg = dialect::encode(&bop.request, doc, &t.back_ctx()).map_err(|e| match e {
+            CodecError::Missing { field } => ProxyError::InvalidRequest(format!(
+                "the agent (`{}`) needs `{field}`, which this request does not provide",
+                t.back.name
+            )),
+            other => {
+                ProxyError::Internal(format!("writing the `{}` request: {other}", t.back.name))
+            }
+        })?;
+        let path = bop
+            .path
+            .render(&msg.params)
+            .map_err(|e| ProxyError::Internal(format!("the `{}` path: {e}", t.back.name)))?;
+        let mut target = format!("{}{path}", t.upstream.config.base_path);
+        if !msg.query.is_empty() {
+            target.push('?');
+            target.push_str(&render_query(&msg.query));
+        }
+        let body = match &msg.body {
+            Some(b) => Some(Bytes::from(
+                serde_json::to_vec(b).map_err(|e| ProxyError::Internal(e.to_string()))?,
+            )),
+            None => None,
+        };
+        let header = request_header(
+            &bop.method,
+            &target,
+            &t.upstream,
+            &msg,
+            body.as_ref(),
+            request_id,
+        )?;
+        let answer = self.client.call(&t.upstream, header, body).await?;
+        spent.0 += answer.took;
+        let parsed = if answer.body.iter().all(u8::is_ascii_whitespace) {
+            None
+        } else {
+            serde_json::from_slice::<Value>(&answer.body).ok()
+        };
+        if answer.status >= 400 {
+            return Err(self.back_error(t, answer.status, parsed, &answer.body));
+        }
+        if !(200..300).contains(&answer.status) {
+            return Err(ProxyError::UpstreamFailed {
+                upstream: t.upstream.config.name.clone(),
+                detail: format!("unexpected status {}", answer.status),
+            });
+        }
+        if parsed.is_none() && !answer.body.iter().all(u8::is_ascii_whitespace) {
+            return Err(ProxyError::UpstreamInvalid {
+                upstream: t.upstream.config.name.clone(),
+                dialect: t.back.name.clone(),
+                detail: "the answer is not JSON".to_string(),
+            });
+        }
+        let reply = Message {
+            headers: answer.headers,
+            body: parsed,
+            ..Message::default()
+        };
+        dialect::decode(&bop.response, &reply, &t.back_ctx()).map_err(|e| {
+            ProxyError::UpstreamInvalid {
+                upstream: t.upstream.config.name.clone(),
+                dialect: t.back.name.clone(),
+                detail: e.to_string(),
+            }
+        })
+    }
+
+    /// An error answer from the back: its message, read with the back's error rules.
+    fn back_error(
+        &self,
+        t: &Translated,
+        status: u16,
+        body: Option<Value>,
+        raw: &[u8],
+    ) -> ProxyError {
+        let from_rules = body.as_ref().and_then(|b| {
+            let rules = t.back.error.as_ref()?;
+            let doc = dialect::decode(rules, &Message::with_body(b.clone()), &t.back_ctx()).ok()?;
+            views::text_at(&doc, "error.message")
+        });
+        let message = from_rules.unwrap_or_else(|| {
+            let text = String::from_utf8_lossy(raw);
+            let text: String = text.chars().take(200).collect();
+            if text.trim().is_empty() {
+                format!("status {status}")
+            } else {
+                text
+            }
+        });
+        let upstream = t.upstream.config.name.clone();
+        if status >= 500 {
+            ProxyError::UpstreamFailed {
+                upstream,
+                detail: format!("status {status}: {message}"),
+            }
+        } else {
+            ProxyError::UpstreamRejected {
+                upstream,
+                status,
+                message,
+            }
+        }
+    }
+}
+
+/// The request header for a back call.
+fn request_header(
+    method: &Method,
+    target: &str,
+    upstream: &UpstreamState,
+    msg: &Message,
+    body: Option<&Bytes>,
+    request_id: &str,
+) -> Result<RequestHeader, ProxyError> {
+    let internal = |e: Box<pingora::Error>| {
+        ProxyError::Internal(format!("building the upstream request: {e}"))
+    };
+    let mut h = RequestHeader::build(method.clone(), target.as_bytes(), None).map_err(internal)?;
+    let c = &upstream.config;
+    let host = if c.tls { c.sni.clone() } else { c.authority() };
+    h.insert_header(http::header::HOST, host)
+        .map_err(internal)?;
+    h.insert_header(http::header::ACCEPT, "application/json")
+        .map_err(internal)?;
+    h.insert_header(crate::proxy::request_id::HEADER, request_id)
+        .map_err(internal)?;
+    if let Some(b) = body {
+        h.insert_header(http::header::CONTENT_TYPE, "application/json")
+            .map_err(internal)?;
+        h.insert_header(http::header::CONTENT_LENGTH, b.len().to_string())
+            .map_err(internal)?;
+    } else if *method != Method::GET && *method != Method::HEAD {
+        h.insert_header(http::header::CONTENT_LENGTH, "0")
+            .map_err(internal)?;
+    }
+    for (k, v) in &msg.headers {
+        h.insert_header(k.clone(), v.as_str()).map_err(internal)?;
+    }
+    Ok(h)
+}
+
+fn invalid_request(e: CodecError) -> ProxyError {
+    ProxyError::InvalidRequest(e.to_string())
+}

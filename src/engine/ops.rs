@@ -1,0 +1,511 @@
+//! The canonical operations, as the engine carries them out.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::Utc;
+use serde_json::{json, Value};
+
+use super::views::{self, at, back_task, doc, front_task, patch_from_back, text_at};
+use super::{Engine, Spent, Translated};
+use crate::config::Validation;
+use crate::dialect::mapping::{Op, Returns};
+use crate::error::ProxyError;
+use crate::task::{Operation, Status, StepSource, StoreError, Stored, TaskPatch, TaskQuery};
+use crate::validation::attachment01::{Mode, Schema};
+
+/// How many times an update that lost a race is redone on the newer version.
+const UPDATE_ATTEMPTS: usize = 5;
+
+fn store_error(e: StoreError) -> ProxyError {
+    ProxyError::Store(e.to_string())
+}
+
+impl Engine {
+    /// create_task: store the task, start it on the back, answer at once or when it is done.
+    pub(super) async fn create(
+        self: &Arc<Self>,
+        t: &Arc<Translated>,
+        fop: &Op,
+        request: Value,
+        request_id: &str,
+        spent: &mut Spent,
+    ) -> Result<Value, ProxyError> {
+        let back_op = t
+            .back
+            .op(Operation::CreateTask)
+            .ok_or_else(|| ProxyError::Unsupported {
+                operation: "create_task".to_string(),
+            })?;
+        if let Some(field) = &fop.validate {
+            let value = at(&request, &field.join(".")).cloned();
+            self.validate(t, value, request_id, spent).await?;
+        }
+        let now = Utc::now();
+        let mut task = crate::task::Task::new(&t.route, now);
+        views::apply_draft(&mut task, &request);
+        if t.back.steps == StepSource::Synthesized {
+            task.start_steps(now);
+        }
+        // The task row exists before anything happens upstream: nothing is started that
+        // interlingua does not know about.
+        self.store.insert(&task).await.map_err(store_error)?;
+        let stored = Stored { task, version: 1 };
+
+        if back_op.returns == Returns::Result && fop.returns == Returns::Task {
+            // The back answers only when done: run it in the background, answer with the task now.
+            let engine = self.clone();
+            let t2 = t.clone();
+            let task = stored.task.clone();
+            let rid = request_id.to_string();
+            tokio::spawn(async move { engine.execute(&t2, stored, &rid).await });
+            return Ok(doc(&[("task", front_task(&task))]));
+        }
+
+        let back_doc = doc(&[("task", back_task(&stored.task))]);
+        let answer = self
+            .call_back(t, Operation::CreateTask, &back_doc, request_id, spent)
+            .await;
+        let answer = match answer {
+            Ok(a) => a,
+            Err(e) => {
+                // Nothing runs upstream: the task ends here, and says why.
+                let failed = TaskPatch {
+                    status: Some(Status::Failed),
+                    reason: Some("upstream_error".to_string()),
+                    ..TaskPatch::default()
+                };
+                let _ = self.apply(t, stored, failed).await;
+                return Err(e);
+            }
+        };
+        let mut patch = patch_from_back(&answer, &t.upstream.config.name, &t.back.name)?;
+        if back_op.returns == Returns::Result && patch.status.is_none() {
+            patch.status = Some(Status::Completed);
+        }
+        let mut stored = self.apply(t, stored, patch).await?;
+        if fop.returns == Returns::Result {
+            stored = self
+                .wait_until_settled(t, stored, request_id, spent)
+                .await?;
+        }
+        Ok(doc(&[("task", front_task(&stored.task))]))
+    }
+
+    /// Runs a create on a back that answers only when done, and stores the outcome.
+    async fn execute(&self, t: &Translated, stored: Stored, request_id: &str) {
+        let mut spent = Spent::default();
+        let back_doc = doc(&[("task", back_task(&stored.task))]);
+        let patch = match self
+            .call_back(t, Operation::CreateTask, &back_doc, request_id, &mut spent)
+            .await
+            .and_then(|a| patch_from_back(&a, &t.upstream.config.name, &t.back.name))
+        {
+            Ok(mut p) => {
+                p.status.get_or_insert(Status::Completed);
+                p
+            }
+            Err(e) => {
+                tracing::warn!(task = %stored.task.id, route = %t.route, "background execution failed: {e}");
+                TaskPatch {
+                    status: Some(Status::Failed),
+                    reason: Some("upstream_error".to_string()),
+                    output: Some(crate::task::model::OutputPatch {
+                        text: Some(e.to_string()),
+                        ..Default::default()
+                    }),
+                    ..TaskPatch::default()
+                }
+            }
+        };
+        if let Err(e) = self.apply(t, stored, patch).await {
+            tracing::error!(route = %t.route, "storing a background result failed: {e}");
+        }
+    }
+
+    /// get_task and list_steps: the stored task, refreshed from the back while it runs.
+    pub(super) async fn get(
+        &self,
+        t: &Translated,
+        request: &Value,
+        request_id: &str,
+        spent: &mut Spent,
+    ) -> Result<Value, ProxyError> {
+        let stored = self.load(t, request).await?;
+        let stored = self.refresh(t, stored, request_id, spent).await?;
+        Ok(doc(&[("task", front_task(&stored.task))]))
+    }
+
+    /// provide_input: the input goes to the back; the task runs again.
+    pub(super) async fn provide_input(
+        &self,
+        t: &Translated,
+        fop: &Op,
+        request: Value,
+        request_id: &str,
+        spent: &mut Spent,
+    ) -> Result<Value, ProxyError> {
+        let stored = self.load(t, &request).await?;
+        // The client may have seen the request for input before interlingua did.
+        let stored = self.refresh(t, stored, request_id, spent).await?;
+        let task = &stored.task;
+        if task.status != Status::AwaitingInput {
+            return Err(ProxyError::Conflict(format!(
+                "task `{}` is not waiting for input (it is {})",
+                task.id,
+                task.status.name()
+            )));
+        }
+        let waiting = task
+            .steps
+            .iter()
+            .rposition(|s| s.status == Status::AwaitingInput)
+            .or(task.steps.len().checked_sub(1));
+        if let (Some(wanted), Some(i)) = (text_at(&request, "step.id"), waiting) {
+            if task.steps[i].id != wanted {
+                return Err(ProxyError::Conflict(format!(
+                    "step `{wanted}` is not the step waiting for input"
+                )));
+            }
+        }
+        let input = at(&request, "input").cloned().unwrap_or_else(|| json!({}));
+        if fop.validate.is_some() {
+            if let Some(schema) = &task.input_request {
+                let value = at(&request, "input.params").cloned();
+                validate_against(schema, value, t.settings.validation).map_err(|e| match e {
+                    SchemaProblem::Input(e) => e,
+                    SchemaProblem::Schema(msg) => ProxyError::UpstreamInvalid {
+                        upstream: t.upstream.config.name.clone(),
+                        dialect: t.back.name.clone(),
+                        detail: format!("its input request is not a valid schema: {msg}"),
+                    },
+                })?;
+            }
+        }
+        let back = back_task(task);
+        let back_step = waiting
+            .and_then(|i| back.get("steps").and_then(|s| s.get(i)).cloned())
+            .unwrap_or(Value::Null);
+        let back_doc = doc(&[
+            ("task", back),
+            ("step", back_step),
+            ("input", input.clone()),
+        ]);
+        self.call_back(t, Operation::ProvideInput, &back_doc, request_id, spent)
+            .await?;
+
+        // Running again, as far as interlingua knows; the next poll of the back says more.
+        let mut task = stored.task.clone();
+        if let Some(i) = waiting {
+            task.steps[i].input.params = at(&input, "params").cloned();
+            task.steps[i].input.text = text_at(&input, "text");
+        }
+        let stored = Stored {
+            task,
+            version: stored.version,
+        };
+        let stored = self
+            .apply(
+                t,
+                stored,
+                TaskPatch {
+                    status: Some(Status::Running),
+                    ..TaskPatch::default()
+                },
+            )
+            .await?;
+        let step = waiting
+            .and_then(|i| {
+                front_task(&stored.task)
+                    .get("steps")
+                    .and_then(|s| s.get(i))
+                    .cloned()
+            })
+            .unwrap_or(Value::Null);
+        Ok(doc(&[
+            ("task", front_task(&stored.task)),
+            ("step", step),
+            ("input", input),
+        ]))
+    }
+
+    /// cancel_task: ask the back when it can; the task ends here either way.
+    pub(super) async fn cancel(
+        &self,
+        t: &Translated,
+        request: &Value,
+        request_id: &str,
+        spent: &mut Spent,
+    ) -> Result<Value, ProxyError> {
+        let stored = self.load(t, request).await?;
+        if stored.task.status.is_terminal() {
+            return Err(ProxyError::Conflict(format!(
+                "task `{}` has already ended ({})",
+                stored.task.id,
+                stored.task.status.name()
+            )));
+        }
+        if t.back.op(Operation::CancelTask).is_some() && stored.task.upstream_id.is_some() {
+            let back_doc = doc(&[("task", back_task(&stored.task))]);
+            self.call_back(t, Operation::CancelTask, &back_doc, request_id, spent)
+                .await?;
+        }
+        let stored = self
+            .apply(
+                t,
+                stored,
+                TaskPatch {
+                    status: Some(Status::Cancelled),
+                    ..TaskPatch::default()
+                },
+            )
+            .await?;
+        Ok(doc(&[("task", front_task(&stored.task))]))
+    }
+
+    /// search_tasks: from the store, this route's tasks only.
+    pub(super) async fn search(
+        &self,
+        t: &Translated,
+        request: &Value,
+    ) -> Result<Value, ProxyError> {
+        let page = at(request, "search.page")
+            .and_then(Value::as_u64)
+            .unwrap_or(1)
+            .max(1);
+        let page_size = at(request, "search.page_size")
+            .and_then(Value::as_u64)
+            .unwrap_or(10)
+            .clamp(1, 1000);
+        let query = TaskQuery {
+            route: Some(t.route.clone()),
+            subject: None,
+            status: text_at(request, "search.status").and_then(|s| Status::from_name(&s)),
+            name: text_at(request, "search.name"),
+            page: page as u32,
+            page_size: page_size as u32,
+        };
+        let (tasks, total) = self.store.search(&query).await.map_err(store_error)?;
+        Ok(json!({
+            "tasks": tasks.iter().map(front_task).collect::<Vec<_>>(),
+            "search": {"total": total, "page": page, "page_size": page_size},
+        }))
+    }
+
+    /// availability: the back's own answer, or whether its upstream can be reached.
+    pub(super) async fn availability(
+        &self,
+        t: &Translated,
+        request_id: &str,
+        spent: &mut Spent,
+    ) -> Result<Value, ProxyError> {
+        if t.back.op(Operation::Availability).is_some() {
+            return match self
+                .call_back(t, Operation::Availability, &json!({}), request_id, spent)
+                .await
+            {
+                Ok(doc) => Ok(doc),
+                Err(e) => {
+                    Ok(json!({"availability": {"available": false, "message": e.to_string()}}))
+                }
+            };
+        }
+        let reachable = t.upstream.probe().await;
+        Ok(match reachable {
+            Ok(()) => {
+                json!({"availability": {"available": true, "message": "the agent's server is reachable"}})
+            }
+            Err(why) => json!({"availability": {"available": false, "message": why}}),
+        })
+    }
+
+    /// The input schema of the route's agent: declared on the route, else the back's own
+    /// (fetched, kept for a minute), else the back mapping's.
+    pub(super) async fn schema_for(
+        &self,
+        t: &Translated,
+        request_id: &str,
+        spent: &mut Spent,
+    ) -> Result<Value, ProxyError> {
+        if let Some(s) = &t.settings.input_schema {
+            return Ok(s.clone());
+        }
+        if t.back.op(Operation::InputSchema).is_some() {
+            if let Some((at_time, s)) = self.schemas.lock().get(&t.route) {
+                if at_time.elapsed() < super::SCHEMA_TTL {
+                    return Ok(s.clone());
+                }
+            }
+            let doc = self
+                .call_back(t, Operation::InputSchema, &json!({}), request_id, spent)
+                .await?;
+            let schema = doc
+                .get("schema")
+                .cloned()
+                .ok_or_else(|| ProxyError::UpstreamInvalid {
+                    upstream: t.upstream.config.name.clone(),
+                    dialect: t.back.name.clone(),
+                    detail: "no input schema in the answer".to_string(),
+                })?;
+            self.schemas
+                .lock()
+                .insert(t.route.clone(), (Instant::now(), schema.clone()));
+            return Ok(schema);
+        }
+        t.back
+            .input_schema
+            .clone()
+            .ok_or_else(|| ProxyError::Unsupported {
+                operation: "input_schema".to_string(),
+            })
+    }
+
+    /// Validates a create's input against the agent's schema (400 with per-field errors).
+    async fn validate(
+        &self,
+        t: &Translated,
+        value: Option<Value>,
+        request_id: &str,
+        spent: &mut Spent,
+    ) -> Result<(), ProxyError> {
+        let schema = match self.schema_for(t, request_id, spent).await {
+            Ok(s) => s,
+            // No schema anywhere: nothing to validate against.
+            Err(ProxyError::Unsupported { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        validate_against(&schema, value, t.settings.validation).map_err(|e| match e {
+            SchemaProblem::Input(e) => e,
+            SchemaProblem::Schema(msg) => ProxyError::UpstreamInvalid {
+                upstream: t.upstream.config.name.clone(),
+                dialect: t.back.name.clone(),
+                detail: format!("its input schema is not valid: {msg}"),
+            },
+        })
+    }
+
+    /// The task a request names, if it belongs to this route.
+    async fn load(&self, t: &Translated, request: &Value) -> Result<Stored, ProxyError> {
+        let id = text_at(request, "task.id")
+            .ok_or_else(|| ProxyError::InvalidRequest("no task id".to_string()))?;
+        match self.store.get(&id).await.map_err(store_error)? {
+            Some(s) if s.task.route == t.route => Ok(s),
+            _ => Err(ProxyError::TaskNotFound(id)),
+        }
+    }
+
+    /// Asks the back how the task is doing, and stores what changed. A task that has ended, or
+    /// whose back cannot be asked, is returned as stored.
+    pub(super) async fn refresh(
+        &self,
+        t: &Translated,
+        stored: Stored,
+        request_id: &str,
+        spent: &mut Spent,
+    ) -> Result<Stored, ProxyError> {
+        if stored.task.status.is_terminal()
+            || stored.task.upstream_id.is_none()
+            || t.back.op(Operation::GetTask).is_none()
+        {
+            return Ok(stored);
+        }
+        let back_doc = doc(&[("task", back_task(&stored.task))]);
+        let answer = self
+            .call_back(t, Operation::GetTask, &back_doc, request_id, spent)
+            .await?;
+        let patch = patch_from_back(&answer, &t.upstream.config.name, &t.back.name)?;
+        self.apply(t, stored, patch).await
+    }
+
+    /// Folds `patch` into the task and stores it; a lost race is redone on the newer version.
+    pub(super) async fn apply(
+        &self,
+        t: &Translated,
+        mut stored: Stored,
+        patch: TaskPatch,
+    ) -> Result<Stored, ProxyError> {
+        for _ in 0..UPDATE_ATTEMPTS {
+            let mut task = stored.task.clone();
+            let seen = task.observe(patch.clone(), t.back.steps, Utc::now());
+            if !seen.changed {
+                return Ok(Stored {
+                    task,
+                    version: stored.version,
+                });
+            }
+            match self.store.update(&task, stored.version).await {
+                Ok(version) => return Ok(Stored { task, version }),
+                Err(StoreError::Conflict) => {
+                    stored = self
+                        .store
+                        .get(&task.id)
+                        .await
+                        .map_err(store_error)?
+                        .ok_or_else(|| ProxyError::TaskNotFound(task.id.clone()))?;
+                }
+                Err(e) => return Err(store_error(e)),
+            }
+        }
+        Err(ProxyError::Store(
+            "the task kept changing under concurrent updates".to_string(),
+        ))
+    }
+
+    /// For a front that answers with the result: polls the back, backing off, until the task
+    /// ends or waits for input; 504 at the route's `sync_timeout`.
+    async fn wait_until_settled(
+        &self,
+        t: &Translated,
+        mut stored: Stored,
+        request_id: &str,
+        spent: &mut Spent,
+    ) -> Result<Stored, ProxyError> {
+        let deadline = Instant::now() + t.settings.sync_timeout;
+        let mut interval = t.settings.poll_interval;
+        loop {
+            if stored.task.status.is_terminal() || stored.task.status == Status::AwaitingInput {
+                return Ok(stored);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(ProxyError::UpstreamTimeout {
+                    upstream: t.upstream.config.name.clone(),
+                    detail: format!(
+                        "task `{}` did not finish within sync_timeout ({})",
+                        stored.task.id,
+                        humantime::format_duration(t.settings.sync_timeout)
+                    ),
+                });
+            }
+            tokio::time::sleep(interval.min(deadline - now)).await;
+            interval = (interval * 2).min(t.settings.poll_max_interval);
+            stored = self.refresh(t, stored, request_id, spent).await?;
+        }
+    }
+}
+
+enum SchemaProblem {
+    Input(ProxyError),
+    Schema(String),
+}
+
+/// Validates `value` (absent: an empty object) against an Attachment 01 schema.
+fn validate_against(
+    schema: &Value,
+    value: Option<Value>,
+    mode: Validation,
+) -> Result<(), SchemaProblem> {
+    let mode = match mode {
+        Validation::Reference => Mode::Reference,
+        Validation::Strict => Mode::Strict,
+    };
+    let schema = Schema::from_json(schema, mode).map_err(|e| SchemaProblem::Schema(e.message))?;
+    schema
+        .validate(&value.unwrap_or_else(|| json!({})))
+        .map_err(|f| {
+            SchemaProblem::Input(ProxyError::InvalidInput {
+                message: f.message,
+                field_errors: f.field_errors,
+            })
+        })
+}

@@ -1,0 +1,278 @@
+//! The canonical task model, the interlingua every dialect is translated through.
+//!
+//! Mappings see it as a JSON document (`task.input.text`, `step.status`, …); the engine and the
+//! store use these types. [`TaskPatch`] is what a decoded upstream answer says about a task: every
+//! field optional, merged into the stored task by [`Task::observe`].
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A canonical operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Operation {
+    /// Start a task.
+    CreateTask,
+    /// Read a task, with its steps.
+    GetTask,
+    /// Read a task's steps.
+    ListSteps,
+    /// Answer a task that waits for input.
+    ProvideInput,
+    /// Stop a task.
+    CancelTask,
+    /// Find tasks.
+    SearchTasks,
+    /// Is the agent up?
+    Availability,
+    /// What input does the agent take?
+    InputSchema,
+    /// What is the agent?
+    Describe,
+}
+
+impl Operation {
+    pub const ALL: [Operation; 9] = [
+        Operation::CreateTask,
+        Operation::GetTask,
+        Operation::ListSteps,
+        Operation::ProvideInput,
+        Operation::CancelTask,
+        Operation::SearchTasks,
+        Operation::Availability,
+        Operation::InputSchema,
+        Operation::Describe,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Operation::CreateTask => "create_task",
+            Operation::GetTask => "get_task",
+            Operation::ListSteps => "list_steps",
+            Operation::ProvideInput => "provide_input",
+            Operation::CancelTask => "cancel_task",
+            Operation::SearchTasks => "search_tasks",
+            Operation::Availability => "availability",
+            Operation::InputSchema => "input_schema",
+            Operation::Describe => "describe",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Operation> {
+        Operation::ALL.into_iter().find(|o| o.name() == name)
+    }
+}
+
+/// A task's (or step's) state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Accepted, not started (waiting for payment, a worker, a predecessor).
+    #[default]
+    Pending,
+    /// Being worked on.
+    Running,
+    /// Waiting for the client to provide input (`input_request` says what).
+    AwaitingInput,
+    /// Finished with a result.
+    Completed,
+    /// Finished without one.
+    Failed,
+    /// Stopped on request.
+    Cancelled,
+}
+
+impl Status {
+    pub const ALL: [Status; 6] = [
+        Status::Pending,
+        Status::Running,
+        Status::AwaitingInput,
+        Status::Completed,
+        Status::Failed,
+        Status::Cancelled,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Running => "running",
+            Status::AwaitingInput => "awaiting_input",
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+            Status::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// Completed, failed and cancelled tasks change no more.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Completed | Status::Failed | Status::Cancelled)
+    }
+}
+
+/// What a task (or step) was given.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Input {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Structured input (an object), e.g. MIP-003 `input_data`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<Value>,
+    /// Opaque artifact descriptions (an array).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifacts: Option<Value>,
+}
+
+/// What a task (or step) produced.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Output {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Structured output (an object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub additional: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifacts: Option<Value>,
+}
+
+/// One unit of a task's work.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub id: String,
+    pub task_id: String,
+    /// The back's own id for the step, when it has steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_id: Option<String>,
+    /// 1-based position.
+    pub order: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub status: Status,
+    /// The id of the step before this one, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predecessor: Option<String>,
+    #[serde(default)]
+    pub is_last: bool,
+    #[serde(default)]
+    pub input: Input,
+    #[serde(default)]
+    pub output: Output,
+    /// Credits this step costs.
+    #[serde(default)]
+    pub cost: u64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A task, as interlingua keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    /// The id the front sees (a UUID v4; each dialect renders it, e.g. `task-<uuid>`).
+    pub id: String,
+    /// The id the back gave (a job id, a task id), never shown to a client of another dialect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_id: Option<String>,
+    /// The agent the front addressed (e.g. a Nevermined DID), echoed back to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    pub route: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
+    pub status: Status,
+    /// Why the task is in its status, when a dialect says more (`awaiting_payment`, `rejected`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub input: Input,
+    #[serde(default)]
+    pub output: Output,
+    /// The input schema the agent waits on, while `awaiting_input`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_request: Option<Value>,
+    /// The back's reference for its current status (MIP-003 `status_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_ref: Option<String>,
+    #[serde(default)]
+    pub steps: Vec<Step>,
+    #[serde(default)]
+    pub cost: u64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// An id the client chose (MIP-003 `identifier_from_purchaser`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_ref: Option<String>,
+}
+
+/// What an upstream answer says about a task: only the fields it carried.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct TaskPatch {
+    pub upstream_id: Option<String>,
+    pub status: Option<Status>,
+    pub reason: Option<String>,
+    pub name: Option<String>,
+    pub output: Option<OutputPatch>,
+    pub input_request: Option<Value>,
+    pub status_ref: Option<String>,
+    pub steps: Option<Vec<StepPatch>>,
+    pub cost: Option<u64>,
+}
+
+/// Output fields an answer carried.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct OutputPatch {
+    pub text: Option<String>,
+    pub additional: Option<Value>,
+    pub artifacts: Option<Value>,
+}
+
+/// A step as an upstream with native steps reports it.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct StepPatch {
+    /// The back's id for the step (`id` in the decoded document).
+    #[serde(alias = "id")]
+    pub upstream_id: Option<String>,
+    pub order: Option<u32>,
+    pub name: Option<String>,
+    pub status: Option<Status>,
+    pub is_last: Option<bool>,
+    pub input: Option<Input>,
+    pub output: Option<OutputPatch>,
+    pub cost: Option<u64>,
+}
+
+impl Task {
+    /// A new pending task with a fresh id.
+    pub fn new(route: &str, now: DateTime<Utc>) -> Task {
+        Task {
+            id: uuid::Uuid::new_v4().to_string(),
+            upstream_id: None,
+            agent: None,
+            route: route.to_string(),
+            subject: None,
+            plan: None,
+            status: Status::Pending,
+            reason: None,
+            name: None,
+            input: Input::default(),
+            output: Output::default(),
+            input_request: None,
+            status_ref: None,
+            steps: Vec::new(),
+            cost: 0,
+            created_at: now,
+            updated_at: now,
+            client_ref: None,
+        }
+    }
+}

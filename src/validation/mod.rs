@@ -1,0 +1,3 @@
+//! Input validation dialects require: MIP-003 Attachment 01 input schemas.
+
+pub mod attachment01;
