@@ -223,7 +223,11 @@ pub struct Proxy {
 impl Proxy {
     /// Starts interlingua on `config`, which may use `{data_dir}`; listeners should use port 0.
     pub fn start(config: &str) -> Proxy {
-        let data = tempfile::tempdir().expect("temp dir");
+        Proxy::start_in(config, tempfile::tempdir().expect("temp dir"))
+    }
+
+    /// Starts interlingua with its data in `data` (kept until the proxy is dropped).
+    pub fn start_in(config: &str, data: tempfile::TempDir) -> Proxy {
         let text = config.replace(
             "{data_dir}",
             &data.path().join("data").display().to_string(),
@@ -280,6 +284,19 @@ impl Proxy {
             .expect("running")
             .join()
             .expect("server thread")
+    }
+
+    /// Stops the server and hands back its data directory, for a restart on the same data.
+    pub async fn stop_keeping_data(mut self) -> tempfile::TempDir {
+        let handle = self.handle.clone();
+        let thread = self.thread.take().expect("running");
+        tokio::task::spawn_blocking(move || {
+            handle.shutdown();
+            thread.join().expect("server thread")
+        })
+        .await
+        .expect("join");
+        std::mem::replace(&mut self._data, tempfile::tempdir().expect("temp dir"))
     }
 
     /// Waits (off the async runtime) for a server whose shutdown was already requested.
