@@ -352,3 +352,114 @@ async fn json_logs_carry_one_access_event_per_request() {
     assert!(e["upstream_ms"].as_f64().unwrap() >= 0.0);
     assert!(e["total_ms"].as_f64().unwrap() >= e["upstream_ms"].as_f64().unwrap());
 }
+
+#[test]
+fn check_reports_problems_in_the_mapping_files_a_config_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let mappings = dir.path().join("mappings");
+    std::fs::create_dir(&mappings).unwrap();
+    std::fs::write(
+        mappings.join("mydialect.toml"),
+        "dialect = \"mydialect\"\n\n[operations.get_task]\nmethod = \"GET\"\npath = \"/t/{id}\"\nrequest = [\n  { param = \"id\", field = \"task.idd\" },\n]\n",
+    )
+    .unwrap();
+    let config = format!(
+        "[server]\nmappings_dir = \"{}\"\n[[listeners]]\naddress = \"127.0.0.1:0\"\n[[upstreams]]\nname = \"u\"\naddress = \"127.0.0.1:1\"\n\
+         [[routes]]\nmatch = {{ path_prefix = \"/\" }}\nupstream = \"u\"\nfront = \"mydialect\"\nback = \"mip003\"\n\
+         vars.mip003 = {{ text_feld = \"q\" }}\n",
+        mappings.display()
+    );
+    let file = dir.path().join("c.toml");
+    std::fs::write(&file, config).unwrap();
+    let out = run(&["check", "-c", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    let mapping = mappings.join("mydialect.toml").display().to_string();
+    assert!(
+        text.contains(&format!("{mapping}:7:27: operations.get_task.request[0].field: unknown canonical field `task.idd`")),
+        "{text}"
+    );
+    assert!(text.ends_with("1 problem(s) found\n"), "{text}");
+
+    // Once the mapping is right, the route's vars are checked against the dialect's.
+    std::fs::write(
+        mappings.join("mydialect.toml"),
+        "dialect = \"mydialect\"\n\n[operations.get_task]\nmethod = \"GET\"\npath = \"/t/{id}\"\nrequest = [\n  { param = \"id\", field = \"task.id\" },\n]\n",
+    )
+    .unwrap();
+    let out = run(&["check", "-c", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(
+        text.contains("routes[0].vars.mip003: `mip003` has no variable `text_feld`"),
+        "{text}"
+    );
+}
+
+#[test]
+fn translate_runs_a_mapping_offline() {
+    let mut child = interlingua()
+        .args([
+            "translate",
+            "--from",
+            "nevermined",
+            "--to",
+            "mip003",
+            "--op",
+            "create_task",
+            "--param",
+            "did=did:nv:1",
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"query":"hello","additional_params":[{"a":1},{"a":2,"b":3}]}"#)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["method"], "POST");
+    assert_eq!(v["path"], "/start_job");
+    assert_eq!(
+        v["body"]["input_data"],
+        serde_json::json!({"a": 2, "b": 3, "text": "hello"})
+    );
+    assert_eq!(
+        v["body"]["identifier_from_purchaser"]
+            .as_str()
+            .unwrap()
+            .len(),
+        16
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let doc = dir.path().join("status.json");
+    std::fs::write(&doc, r#"{"id":"s1","status":"weird"}"#).unwrap();
+    let out = run(&[
+        "translate",
+        "--from",
+        "mip003",
+        "--to",
+        "nevermined",
+        "--op",
+        "get_task",
+        "--response",
+        doc.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "interlingua translate: reading it as `mip003` get_task: `$.status` has the unknown status `weird`"
+    );
+}

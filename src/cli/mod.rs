@@ -3,6 +3,7 @@
 mod check;
 mod demo;
 mod serve;
+mod translate;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -30,6 +31,9 @@ enum Command {
     /// Run the proxy on the default config together with the sample agents its routes point at,
     /// and print curl commands to try.
     Demo(ConfigArg),
+    /// Translate one message offline: read a JSON document in dialect --from as operation --op's
+    /// request (or --response), print it in dialect --to. For developing mappings without an agent.
+    Translate(translate::TranslateArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -61,6 +65,7 @@ pub fn main() -> ExitCode {
         Command::Serve(arg) => serve::run(&arg),
         Command::Check(arg) => check::run(&arg),
         Command::Demo(arg) => demo::run(&arg),
+        Command::Translate(args) => translate::run(&args),
     }
 }
 

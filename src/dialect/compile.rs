@@ -772,3 +772,61 @@ fn split_path(text: &str) -> Vec<String> {
 fn is_name(s: &str) -> bool {
     !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BROKEN: &str = r#"dialect = "broken"
+steps = "sometimes"
+
+[vars]
+known = "x"
+
+[status]
+read = { Done = "completed", Odd = "finished" }
+emit = { completed = "Done", failed = "Failed" }
+
+[operations.create_task]
+method = "POST"
+path = "/tasks/{id}"
+request = [
+  { json = "$.query", field = "task.inptu.text" },
+  { json = "$.a[", field = "task.name" },
+  { json = "$.b", field = "task.name", value = "var.unknown ?? task.name" },
+  { json = "$.c", field = "task.status", table = "status", id = "task" },
+  { param = "nope", field = "task.id" },
+  { json = "$.d", value = "oops(" },
+  { json = "$..e", field = "task.name" },
+  { json = "$.f", each = "missing", field = "task.steps" },
+]
+
+[operations.teleport]
+method = "POST"
+path = "/x"
+"#;
+
+    #[test]
+    fn every_mapping_problem_is_reported_with_its_position() {
+        let problems = parse(BROKEN, "broken.toml").unwrap_err();
+        let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        let expected = [
+            "broken.toml:2:9: steps: `sometimes` is not `native` or `synthesized`",
+            "broken.toml:8:36: status.read.Odd: `finished` is not a canonical status (pending, running, awaiting_input, completed, failed, cancelled), optionally with /reason",
+            "broken.toml:9:8: status.emit: incomplete status table: no dialect value for pending, running, awaiting_input, cancelled",
+            "broken.toml:15:31: operations.create_task.request[0].field: unknown canonical field `task.inptu.text`",
+            "broken.toml:16:12: operations.create_task.request[1].json: bad JSONPath `$.a[`: expected ",
+            "broken.toml:17:48: operations.create_task.request[2].value: unknown variable `unknown`; declare it in [vars]",
+            "broken.toml:18:65: operations.create_task.request[3].id: the mapping has no `ids.task` template",
+            "broken.toml:19:13: operations.create_task.request[4].param: the operation's path has no `{nope}`",
+            "broken.toml:20:27: operations.create_task.request[5].value: bad expression: unknown function `oops`",
+            "broken.toml:21:12: operations.create_task.request[6].json: only simple paths ($.a.b, $.a[0]) can be written; mark the rule `only = \"read\"`",
+            "broken.toml:22:26: operations.create_task.request[7]: no shape named `missing` in [shapes]",
+            "broken.toml:25:13: operations.teleport: `teleport` is not a canonical operation; known: create_task, get_task, list_steps, provide_input, cancel_task, search_tasks, availability, input_schema, describe",
+        ];
+        assert_eq!(lines.len(), expected.len(), "{}", lines.join("\n"));
+        for (got, want) in lines.iter().zip(expected) {
+            assert!(got.starts_with(want), "\n got: {got}\nwant: {want}");
+        }
+    }
+}

@@ -37,8 +37,16 @@ impl JsonLocation {
     /// Parses a JSONPath. The error is `jsonpath-rust`'s message, or ours for what it accepts
     /// but interlingua cannot use.
     pub fn parse(text: &str) -> Result<JsonLocation, String> {
-        let query = jsonpath_rust::parser::parse_json_path(text)
-            .map_err(|e| format!("bad JSONPath `{text}`: {e}"))?;
+        let query = jsonpath_rust::parser::parse_json_path(text).map_err(|e| {
+            // The parser's message is a multi-line drawing; its `= expected …` line says it all.
+            let full = e.to_string();
+            let why = full
+                .lines()
+                .map(str::trim)
+                .find_map(|l| l.strip_prefix("= "))
+                .unwrap_or("it does not parse");
+            format!("bad JSONPath `{text}`: {why}")
+        })?;
         match simple_segments(text) {
             Some(segments) => Ok(JsonLocation::Simple(segments)),
             None => Ok(JsonLocation::Query(Box::new(query))),

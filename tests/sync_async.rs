@@ -1,0 +1,146 @@
+//! What the engine supplies between synchronous and asynchronous sides: a back that answers only
+//! with the result is run in the background for a front that polls; a front that wants the result
+//! waits (polling the back, with backoff) up to the route's `sync_timeout`.
+//!
+//! The synchronous side is a test dialect, `tests/fixtures/mappings/sync_echo.toml`.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{client, config, full, Proxy, Upstream, DEADLINE};
+use interlingua::sample::{self, Options};
+use serde_json::{json, Value};
+use tokio::sync::Notify;
+
+const DID: &str = "did:nv:0000000000000000000000000000000000000000000000000000000000000002";
+
+fn fixtures() -> String {
+    format!(
+        "mappings_dir = \"{}/tests/fixtures/mappings\"",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+fn route(addr: SocketAddr, front: &str, back: &str, extra: &str) -> String {
+    config(
+        &fixtures(),
+        &format!(
+            "[[upstreams]]\nname = \"up\"\naddress = \"{addr}\"\n\n[[routes]]\nname = \"r\"\n\
+             match = {{ path_prefix = \"/\" }}\nupstream = \"up\"\nfront = \"{front}\"\nback = \"{back}\"\n{extra}\n"
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_synchronous_back_runs_in_the_background_for_a_polling_front() {
+    let release = Arc::new(Notify::new());
+    let r = release.clone();
+    let upstream = Upstream::start(move |_req| {
+        let r = r.clone();
+        async move {
+            r.notified().await;
+            hyper::Response::builder()
+                .status(200)
+                .body(full(r#"{"status":"done","output":"BACKGROUND"}"#))
+                .unwrap()
+        }
+    })
+    .await;
+    let proxy = Proxy::start(&route(upstream.addr, "nevermined", "sync_echo", ""));
+    let http = client();
+    let tasks = proxy.url(&format!("/api/v1/agents/{DID}/tasks"));
+    let started = Instant::now();
+    let created: Value = http
+        .post(&tasks)
+        .json(&json!({"input_query": "run me"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    // Answered while the back is still working on it.
+    assert_eq!(created["task"]["task_status"], "Pending", "{created}");
+    upstream.wait_for_requests(1).await;
+    let path = format!("{tasks}/{}", created["task"]["task_id"].as_str().unwrap());
+    let pending: Value = http.get(&path).send().await.unwrap().json().await.unwrap();
+    assert_eq!(pending["task"]["task_status"], "Pending");
+
+    release.notify_one();
+    loop {
+        let body: Value = http.get(&path).send().await.unwrap().json().await.unwrap();
+        if body["task"]["task_status"] == "Completed" {
+            assert_eq!(body["task"]["output"], "BACKGROUND");
+            break;
+        }
+        assert!(started.elapsed() < DEADLINE, "{body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(upstream.seen().len(), 1, "the back is called once");
+}
+
+async fn mip003_agent(work: Duration) -> SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(sample::mip003::serve(l, Options { work }));
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_synchronous_front_waits_for_an_asynchronous_back() {
+    let addr = mip003_agent(Duration::from_millis(400)).await;
+    let proxy = Proxy::start(&route(
+        addr,
+        "sync_echo",
+        "mip003",
+        "poll_interval = \"50ms\"\npoll_max_interval = \"100ms\"",
+    ));
+    let started = Instant::now();
+    let resp = client()
+        .post(proxy.url("/run"))
+        .json(&json!({"prompt": "hello"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["status"], "done", "{body}");
+    assert_eq!(body["output"], "HELLO");
+    assert!(
+        started.elapsed() >= Duration::from_millis(400),
+        "it waited for the job"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_synchronous_front_gets_504_at_its_sync_timeout() {
+    let addr = mip003_agent(Duration::from_secs(30)).await;
+    let proxy = Proxy::start(&route(
+        addr,
+        "sync_echo",
+        "mip003",
+        "sync_timeout = \"300ms\"\npoll_interval = \"50ms\"",
+    ));
+    let started = Instant::now();
+    let resp = client()
+        .post(proxy.url("/run"))
+        .json(&json!({"prompt": "slow"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 504);
+    let body: Value = resp.json().await.unwrap();
+    let message = body["error"].as_str().unwrap();
+    assert!(
+        message.contains("did not finish within sync_timeout (300ms)"),
+        "{message}"
+    );
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+}
