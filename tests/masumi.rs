@@ -1,0 +1,260 @@
+//! Against the real thing: the official Masumi Python package (`masumi` 1.2.0, pinned in
+//! `tests/peers/requirements.txt`) runs as the upstream MIP-003 agent, with a local stand-in for
+//! the three payment-service endpoints it calls, and is reached through interlingua as a
+//! Nevermined endpoint, the whole lifecycle.
+//!
+//! The Python peers live in a virtualenv: `$INTERLINGUA_PEERS_PYTHON` if set (`.ci/run` makes
+//! one), otherwise one this test creates under `target/peers-venv` (needs `python3` with `venv`).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{client, config, Proxy, DEADLINE};
+use serde_json::{json, Value};
+
+const DID: &str = "did:nv:5392e8cdc5addec2b7384072fda166d42a5d4ab96ae6d311f516b6b324f24cec";
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The Python of a virtualenv holding the peers' requirements, created on first use.
+fn peers_python() -> PathBuf {
+    if let Some(p) = std::env::var_os("INTERLINGUA_PEERS_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = root().join("target").join("peers-venv");
+    let python = venv.join("bin").join("python");
+    let requirements = root().join("tests/peers/requirements.txt");
+    let stamp = venv.join("requirements.txt");
+    let wanted = std::fs::read_to_string(&requirements).expect("requirements");
+    if python.exists() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
+        return python;
+    }
+    let status = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .expect("python3 is needed for the Masumi peer test (Debian: python3 python3-venv)");
+    assert!(status.success(), "python3 -m venv failed");
+    let status = Command::new(&python)
+        .args(["-m", "pip", "install", "--quiet", "-r"])
+        .arg(&requirements)
+        .status()
+        .expect("pip");
+    assert!(
+        status.success(),
+        "installing the Masumi peer's requirements failed"
+    );
+    std::fs::write(&stamp, wanted).expect("stamp");
+    python
+}
+
+/// A Python peer process; killed when dropped.
+struct Peer {
+    child: Child,
+    // Held open: the peers exit when their stdin closes.
+    _stdin: Option<ChildStdin>,
+    port: u16,
+}
+
+impl Peer {
+    fn start(python: &Path, script: &str, env: &[(&str, String)]) -> Peer {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(python);
+        cmd.arg(root().join("tests/peers").join(script))
+            .current_dir(dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("start a Python peer");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let line = rx
+            .recv_timeout(DEADLINE)
+            .unwrap_or_else(|_| panic!("{script} did not report its port"));
+        let port = line
+            .strip_prefix("PORT=")
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{script}: unexpected first line {line:?}"));
+        Peer {
+            child,
+            _stdin: stdin,
+            port,
+        }
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct World {
+    _standin: Peer,
+    _agent: Peer,
+    standin_port: u16,
+    proxy: Proxy,
+}
+
+fn world() -> World {
+    let python = peers_python();
+    let standin = Peer::start(&python, "payment_standin.py", &[]);
+    let agent = Peer::start(
+        &python,
+        "masumi_agent.py",
+        &[
+            (
+                "PAYMENT_SERVICE_URL",
+                format!("http://127.0.0.1:{}/api/v1", standin.port),
+            ),
+            ("PAYMENT_API_KEY", "testkey".to_string()),
+            ("SELLER_VKEY", "seller_vkey_hex_0123".to_string()),
+            (
+                "AGENT_IDENTIFIER",
+                "agent_policyid_plus_assetname_0000000000000000000000000000000000".to_string(),
+            ),
+            ("NETWORK", "Preprod".to_string()),
+            // masumi polls the payment node every 10 s; the peer shortens that for tests.
+            ("PEER_PAYMENT_POLL_SECONDS", "0.2".to_string()),
+        ],
+    );
+    let proxy = Proxy::start(&config(
+        "",
+        &format!(
+            "[[upstreams]]\nname = \"masumi\"\naddress = \"127.0.0.1:{}\"\nread_timeout = \"10s\"\n\n\
+             [[routes]]\nname = \"masumi-as-nevermined\"\nmatch = {{ path_prefix = \"/\" }}\nupstream = \"masumi\"\n\
+             front = \"nevermined\"\nback = \"mip003\"\n",
+            agent.port
+        ),
+    ));
+    World {
+        standin_port: standin.port,
+        _standin: standin,
+        _agent: agent,
+        proxy,
+    }
+}
+
+async fn poll(
+    http: &reqwest::Client,
+    url: &str,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let started = Instant::now();
+    loop {
+        let resp = http.get(url).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let body: Value = resp.json().await.unwrap();
+        if done(&body) {
+            return body;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "timed out waiting for {what}; last: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_masumi_package_as_a_nevermined_endpoint_through_its_whole_lifecycle() {
+    let w = tokio::task::spawn_blocking(world).await.unwrap();
+    let http = client();
+    let tasks = w.proxy.url(&format!("/api/v1/agents/{DID}/tasks"));
+
+    // A job that asks for input once.
+    let resp = http
+        .post(&tasks)
+        .json(&json!({"input_query": "hello world", "name": "masumi", "input_additional": {"mode": "input"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let created: Value = resp.json().await.unwrap();
+    let task_id = created["task"]["task_id"].as_str().unwrap().to_string();
+    let path = format!("{tasks}/{task_id}");
+    let waiting = poll(&http, &path, "Not_Ready", |b| {
+        b["task"]["task_status"] == "Not_Ready"
+    })
+    .await;
+    let schema = &waiting["task"]["output_additional"]["input_schema"];
+    assert_eq!(schema["input_data"][0]["id"], "more", "{waiting}");
+    let step_id = waiting["steps"].as_array().unwrap().last().unwrap()["step_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let resp = http
+        .put(format!("{path}/step/{step_id}"))
+        .json(&json!({"step_status": "Pending", "input_additional": {"more": "from masumi"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201, "{}", resp.text().await.unwrap());
+    let done = poll(&http, &path, "Completed", |b| {
+        b["task"]["task_status"] == "Completed"
+    })
+    .await;
+    assert_eq!(done["task"]["output"], "HELLO WORLD from masumi");
+
+    // The input hash interlingua computes (MIP-004) is the one masumi sent to the payment node.
+    let log: Value = http
+        .get(format!("http://127.0.0.1:{}/_log", w.standin_port))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let payment = log["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| {
+            r["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("/payment/") || p.ends_with("/payment"))
+        })
+        .expect("masumi asked the payment node for a payment")
+        .clone();
+    let purchaser = payment["body"]["identifierFromPurchaser"].as_str().unwrap();
+    let ours = interlingua::hashing::mip004::input_hash(
+        purchaser,
+        &json!({"mode": "input", "text": "hello world"}),
+    )
+    .unwrap();
+    assert_eq!(payment["body"]["inputHash"], ours.as_str());
+
+    // And a job that fails.
+    let created: Value = http
+        .post(&tasks)
+        .json(&json!({"input_query": "doomed", "input_additional": {"mode": "fail"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let path = format!("{tasks}/{}", created["task"]["task_id"].as_str().unwrap());
+    let failed = poll(&http, &path, "Failed", |b| {
+        b["task"]["task_status"] == "Failed"
+    })
+    .await;
+    assert_eq!(failed["task"]["output"], "");
+}
