@@ -65,18 +65,21 @@ pub fn run(arg: &ConfigArg) -> ExitCode {
 Sample agents: echo on {echo}, MIP-003 on {mip}, Nevermined on {nvm}. Jobs take {work}s.
 
 Passthrough:
-  curl -i http://{p}/echo/hello?lang=en
+  curl -i 'http://{p}/echo/hello?lang=en'
 
-A MIP-003 agent, as a Nevermined endpoint (poll the task until task_status is Completed):
-  curl -s -X POST http://{p}/nevermined/api/v1/agents/{did}/tasks -H 'content-type: application/json' -d '{{"input_query":"hello world","name":"demo"}}'
-  curl -s http://{p}/nevermined/api/v1/agents/{did}/tasks/TASK_ID
+A MIP-003 agent, as a Nevermined endpoint (run the second line until task_status is Completed):
+  TASK=$(curl -s -X POST http://{p}/nevermined/api/v1/agents/{did}/tasks -H 'content-type: application/json' -d '{{"input_query":"hello world","name":"demo"}}' | grep -o '"task_id":"[^"]*"' | head -1 | cut -d'"' -f4); echo $TASK
+  curl -s http://{p}/nevermined/api/v1/agents/{did}/tasks/$TASK
 
-A Nevermined agent, as a MIP-003 service (mode "input" makes it ask for more; "fail" fails):
-  curl -s -X POST http://{p}/masumi/start_job -H 'content-type: application/json' -d '{{"identifier_from_purchaser":"aabbccddeeff0011","input_data":{{"text":"hello world"}}}}'
-  curl -s 'http://{p}/masumi/status?job_id=JOB_ID'
+A Nevermined agent, as a MIP-003 service (run the second line until status is completed):
+  JOB=$(curl -s -X POST http://{p}/masumi/start_job -H 'content-type: application/json' -d '{{"identifier_from_purchaser":"aabbccddeeff0011","input_data":{{"text":"hello world"}}}}' | grep -o '"job_id":"[^"]*"' | cut -d'"' -f4); echo $JOB
+  curl -s "http://{p}/masumi/status?job_id=$JOB"
   curl -s http://{p}/masumi/input_schema
-  curl -s -X POST http://{p}/masumi/start_job -d '{{"input_data":{{"text":"x","mode":"nope"}}}}'   # 400, per field
+  curl -s -X POST http://{p}/masumi/start_job -H 'content-type: application/json' -d '{{"input_data":{{"mode":"ok"}}}}'   # 400, per field
 
+With "mode":"input" in input_data (or input_additional) the agents ask for input once; "fail" fails.
+
+Metrics:
   curl -s http://{admin}/metrics | grep interlingua_
 
 Stop with Ctrl-C.
