@@ -144,3 +144,17 @@ async fn a_synchronous_front_gets_504_at_its_sync_timeout() {
         "{took:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_is_synthesized_from_the_route_and_the_mappings() {
+    let addr = mip003_agent(Duration::from_millis(100)).await;
+    let proxy = Proxy::start(&route(addr, "sync_echo", "mip003", ""));
+    let resp = client().get(proxy.url("/describe")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["name"], "r");
+    assert_eq!(body["title"], "Masumi MIP-003 Agentic Service API");
+    assert_eq!(body["operations"], json!(["create_task", "describe"]));
+    // The back's own input schema, fetched from the agent.
+    assert_eq!(body["input"], interlingua::sample::mip003::input_schema());
+}

@@ -522,3 +522,147 @@ async fn an_upstream_answer_that_does_not_fit_the_mapping_is_502_naming_the_fiel
     );
     assert!(start.header("content-length").is_some());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_2024_nevermined_field_names_are_accepted() {
+    let s = setup().await;
+    let (status, created) = s
+        .post(
+            &nv_tasks(),
+            json!({"query": "old sdk", "name": "legacy", "additional_params": [{"mode": "ok"}, {"extra": 1}], "artifacts": []}),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["task"]["input_query"], "old sdk");
+    assert_eq!(
+        created["task"]["input_additional"],
+        json!({"mode": "ok", "extra": 1})
+    );
+    let path = format!(
+        "{}/{}",
+        nv_tasks(),
+        created["task"]["task_id"].as_str().unwrap()
+    );
+    let done = s
+        .poll_until(&path, "Completed", |b| {
+            b["task"]["task_status"] == "Completed"
+        })
+        .await;
+    assert_eq!(done["task"]["output"], "OLD SDK");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_may_speak_the_same_dialect_on_both_sides() {
+    let (mip, nvm) = (mip003_agent().await, nevermined_agent().await);
+    let proxy = Proxy::start(&config(
+        "",
+        &format!(
+            "[[upstreams]]\nname = \"mip\"\naddress = \"{mip}\"\n[[upstreams]]\nname = \"nvm\"\naddress = \"{nvm}\"\n\
+             [[routes]]\nname = \"m\"\nmatch = {{ path_prefix = \"/m\" }}\nupstream = \"mip\"\nfront = \"mip003\"\nback = \"mip003\"\n\
+             [[routes]]\nname = \"n\"\nmatch = {{ path_prefix = \"/n\" }}\nupstream = \"nvm\"\nfront = \"nevermined\"\nback = \"nevermined\"\n\
+             vars.nevermined = {{ agent_did = \"{DID}\" }}\n"
+        ),
+    ));
+    let s = Setup {
+        proxy,
+        http: client(),
+    };
+    let (status, job) = s
+        .post("/m/start_job", json!({"identifier_from_purchaser": "aabbccddeeff0011", "input_data": {"text": "same"}}))
+        .await;
+    assert_eq!(status, 200, "{job}");
+    let path = format!("/m/status?job_id={}", job["id"].as_str().unwrap());
+    let done = s
+        .poll_until(&path, "completed", |b| b["status"] == "completed")
+        .await;
+    assert_eq!(done["result"], "SAME");
+
+    let (status, created) = s
+        .post(
+            &format!("/n/api/v1/agents/{DID}/tasks"),
+            json!({"input_query": "same"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let path = format!(
+        "/n/api/v1/agents/{DID}/tasks/{}",
+        created["task"]["task_id"].as_str().unwrap()
+    );
+    let done = s
+        .poll_until(&path, "Completed", |b| {
+            b["task"]["task_status"] == "Completed"
+        })
+        .await;
+    assert_eq!(done["task"]["output"], "SAME");
+    // The agent's own steps (init, work) with their costs, under interlingua's ids.
+    let steps = done["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2, "{done}");
+    assert_eq!(done["task"]["cost"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_and_timeouts_are_errors_in_the_front_dialect_shape() {
+    // An agent that never answers a status poll.
+    let (hold_tx, _hold) = tokio::sync::broadcast::channel::<()>(1);
+    let holder = hold_tx.clone();
+    let upstream = Upstream::start(move |req: hyper::Request<hyper::body::Incoming>| {
+        let mut hold = holder.subscribe();
+        async move {
+            if req.uri().path() == "/start_job" {
+                return hyper::Response::builder()
+                    .status(200)
+                    .body(common::full(r#"{"id": "job-1"}"#))
+                    .unwrap();
+            }
+            let _ = hold.recv().await;
+            common::text(500, "never")
+        }
+    })
+    .await;
+    let proxy = Proxy::start(&config(
+        "",
+        &format!(
+            "[[upstreams]]\nname = \"slow\"\naddress = \"{}\"\nread_timeout = \"300ms\"\n\n[[routes]]\nname = \"r\"\n\
+             match = {{ path_prefix = \"/\" }}\nupstream = \"slow\"\nfront = \"nevermined\"\nback = \"mip003\"\nmax_body = \"1KiB\"\n",
+            upstream.addr
+        ),
+    ));
+    let http = client();
+    let tasks = proxy.url(&format!("/api/v1/agents/{DID}/tasks"));
+    let big = json!({"input_query": "x".repeat(2000)});
+    let resp = http.post(&tasks).json(&big).send().await.unwrap();
+    assert_eq!(resp.status(), 413);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["statusCode"], 413);
+    assert_eq!(body["error"], "Payload Too Large");
+
+    let created: Value = http
+        .post(&tasks)
+        .json(&json!({"input_query": "x"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let resp = http
+        .get(format!(
+            "{tasks}/{}",
+            created["task"]["task_id"].as_str().unwrap()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 504);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["statusCode"], 504);
+    assert_eq!(body["error"], "Gateway Timeout");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("upstream `slow` timed out"),
+        "{body}"
+    );
+    drop(hold_tx);
+}

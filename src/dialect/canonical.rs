@@ -14,6 +14,7 @@
 //! | `search` | a task search: `status`, `name`, `page`, `page_size`, `total` |
 //! | `tasks` | the tasks a search found |
 //! | `request` | `request.id`: the request id |
+//! | `agent` | what `describe` says: `name`, `title`, `dialect`, `url`, `operations`, `input_schema` |
 //! | `var` | the dialect's variables (`[vars]`, overridden per route) |
 
 const IO: &[&str] = &["text", "params", "params.*", "artifacts", "artifacts.*"];
@@ -93,6 +94,15 @@ pub fn is_known(path: &[String]) -> bool {
             ["status"] | ["name"] | ["page"] | ["page_size"] | ["total"]
         ),
         "request" => matches!(rest.as_slice(), ["id"]),
+        "agent" => matches!(
+            rest.as_slice(),
+            [] | ["name"]
+                | ["title"]
+                | ["dialect"]
+                | ["url"]
+                | ["operations"]
+                | ["input_schema", ..]
+        ),
         _ => false,
     }
 }

@@ -103,6 +103,9 @@ impl Client {
             .get_http_session(peer)
             .await
             .map_err(|e| (e, false))?;
+        // A pooled session keeps no timeouts of its own: each exchange sets the peer's.
+        session.set_read_timeout(peer.options.read_timeout);
+        session.set_write_timeout(peer.options.write_timeout);
         let fail = |mut e: Box<pingora::Error>| {
             e.retry.decide_reuse(reused);
             (e, reused)

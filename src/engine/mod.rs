@@ -93,6 +93,8 @@ pub struct FrontRequest<'a> {
     pub method: &'a Method,
     /// The path below the route's prefix.
     pub path: &'a str,
+    /// The route's prefix (where the front's paths are mounted).
+    pub prefix: &'a str,
     pub query: Option<&'a str>,
     pub headers: Vec<(String, String)>,
     pub body: Bytes,
@@ -173,11 +175,7 @@ impl Engine {
             Operation::InputSchema => {
                 views::doc(&[("schema", self.schema_for(t, req.request_id, spent).await?)])
             }
-            Operation::Describe => {
-                return Err(ProxyError::Unsupported {
-                    operation: fop.op.name().to_string(),
-                })
-            }
+            Operation::Describe => self.describe(t, req.prefix, req.request_id, spent).await?,
         };
         let rendered = dialect::encode(&fop.response, &out, &t.front_ctx()).map_err(|e| {
             ProxyError::Internal(format!(

@@ -319,6 +319,30 @@ impl Engine {
         })
     }
 
+    /// describe: what the route's agent is, from the route, the mappings and the input schema.
+    pub(super) async fn describe(
+        &self,
+        t: &Translated,
+        prefix: &str,
+        request_id: &str,
+        spent: &mut Spent,
+    ) -> Result<Value, ProxyError> {
+        let schema = match self.schema_for(t, request_id, spent).await {
+            Ok(s) => Some(s),
+            Err(ProxyError::Unsupported { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        let operations: Vec<&str> = t.front.ops.iter().map(|o| o.op.name()).collect();
+        Ok(json!({"agent": {
+            "name": t.route,
+            "title": t.back.title,
+            "dialect": t.front.name,
+            "url": prefix,
+            "operations": operations,
+            "input_schema": schema,
+        }}))
+    }
+
     /// The input schema of the route's agent: declared on the route, else the back's own
     /// (fetched, kept for a minute), else the back mapping's.
     pub(super) async fn schema_for(

@@ -49,6 +49,7 @@ pub async fn serve(
             FrontRequest {
                 method: &req.method,
                 path: &path,
+                prefix,
                 query: req.uri.query(),
                 headers,
                 body,
