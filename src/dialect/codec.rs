@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use super::expr::{truthy, walk, Expr, Scope};
 use super::location::Location;
-use super::mapping::{Conversion, Direction, Mapping, Nested, Rule, Rules};
+use super::mapping::{Conversion, Direction, IdTemplate, Mapping, Nested, Rule, Rules};
 use crate::task::time::{format_iso_ms, parse_any};
 
 /// A dialect message: path parameters, query, headers and JSON body.
@@ -372,10 +372,7 @@ fn convert_read(
             Ok((Value::String(status.name().to_string()), reason.clone()))
         }
         Conversion::TaskId | Conversion::StepId => {
-            let template = match c {
-                Conversion::TaskId => &ctx.mapping.ids.task,
-                _ => &ctx.mapping.ids.step,
-            };
+            let template = id_template(c, ctx);
             let s = text(&raw);
             let id = template
                 .as_ref()
@@ -421,10 +418,7 @@ fn convert_emit(
                 .ok_or_else(|| invalid(format!("the status table has no value for `{status}`")))
         }
         Conversion::TaskId | Conversion::StepId => {
-            let template = match c {
-                Conversion::TaskId => &ctx.mapping.ids.task,
-                _ => &ctx.mapping.ids.step,
-            };
+            let template = id_template(c, ctx);
             let id = text(&v);
             Ok(Value::String(
                 template.as_ref().map_or(id.clone(), |t| t.render(&id)),
@@ -434,6 +428,14 @@ fn convert_emit(
             let t = parse_any(&v).ok_or_else(|| invalid(format!("`{v}` is not a timestamp")))?;
             Ok(format.render(t))
         }
+    }
+}
+
+/// The `[ids]` template an id conversion uses.
+fn id_template<'a>(c: Conversion, ctx: &'a Context<'_>) -> &'a Option<IdTemplate> {
+    match c {
+        Conversion::StepId => &ctx.mapping.ids.step,
+        _ => &ctx.mapping.ids.task,
     }
 }
 

@@ -205,14 +205,7 @@ impl Engine {
             version: stored.version,
         };
         let stored = self
-            .apply(
-                t,
-                stored,
-                TaskPatch {
-                    status: Some(Status::Running),
-                    ..TaskPatch::default()
-                },
-            )
+            .apply(t, stored, TaskPatch::status(Status::Running))
             .await?;
         let step = waiting
             .and_then(|i| {
@@ -251,14 +244,7 @@ impl Engine {
                 .await?;
         }
         let stored = self
-            .apply(
-                t,
-                stored,
-                TaskPatch {
-                    status: Some(Status::Cancelled),
-                    ..TaskPatch::default()
-                },
-            )
+            .apply(t, stored, TaskPatch::status(Status::Cancelled))
             .await?;
         Ok(doc(&[("task", front_task(&stored.task))]))
     }

@@ -251,6 +251,16 @@ pub struct StepPatch {
     pub cost: Option<u64>,
 }
 
+impl TaskPatch {
+    /// A patch that only says the task is now in `status`.
+    pub fn status(status: Status) -> TaskPatch {
+        TaskPatch {
+            status: Some(status),
+            ..TaskPatch::default()
+        }
+    }
+}
+
 impl Task {
     /// A new pending task with a fresh id.
     pub fn new(route: &str, now: DateTime<Utc>) -> Task {
