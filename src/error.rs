@@ -62,6 +62,21 @@ pub enum ProxyError {
         status: u16,
         message: String,
     },
+    /// No valid bearer token.
+    #[error("{}", unauthorized_message(.0))]
+    Unauthorized(crate::auth::AuthError),
+    /// A valid token, but its plan may not use this route.
+    #[error("plan `{}` may not use this route (allowed: {})", .plan.as_deref().unwrap_or("(none)"), .allowed.join(", "))]
+    Forbidden {
+        plan: Option<String>,
+        allowed: Vec<String>,
+    },
+    /// The plan's balance cannot cover the task's hold.
+    #[error("insufficient credits: the task needs {price}, the balance has {available}")]
+    PaymentRequired { available: i64, price: u64 },
+    /// Over a rate limit.
+    #[error("rate limit `{}` exceeded; retry after {} s", .0.policy, .0.retry_after_secs())]
+    RateLimited(crate::limit::Refusal),
     /// The task store failed.
     #[error("task store: {0}")]
     Store(String),
@@ -92,6 +107,10 @@ impl ProxyError {
                 400 | 404 | 409 | 413 => *status,
                 _ => 400,
             },
+            ProxyError::Unauthorized(_) => 401,
+            ProxyError::Forbidden { .. } => 403,
+            ProxyError::PaymentRequired { .. } => 402,
+            ProxyError::RateLimited(_) => 429,
             ProxyError::Store(_) => 500,
             ProxyError::Internal(_) => 500,
         }
@@ -114,6 +133,10 @@ impl ProxyError {
             ProxyError::Unsupported { .. } => "unsupported",
             ProxyError::UpstreamInvalid { .. } => "upstream_invalid_response",
             ProxyError::UpstreamRejected { .. } => "upstream_rejected",
+            ProxyError::Unauthorized(_) => "unauthorized",
+            ProxyError::Forbidden { .. } => "forbidden",
+            ProxyError::PaymentRequired { .. } => "insufficient_credits",
+            ProxyError::RateLimited(_) => "rate_limited",
             ProxyError::Store(_) => "store_error",
             ProxyError::Internal(_) => "internal_error",
         }
@@ -163,6 +186,14 @@ impl ProxyError {
             ) => Some(upstream_failed()),
             _ => Some(ProxyError::Internal(detail())),
         }
+    }
+}
+
+fn unauthorized_message(e: &crate::auth::AuthError) -> String {
+    if e.is_missing() {
+        format!("authentication required: {e}")
+    } else {
+        format!("invalid bearer token: {e}")
     }
 }
 

@@ -33,12 +33,15 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod admin;
+pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod credits;
 pub mod dialect;
 pub mod engine;
 pub mod error;
 pub mod hashing;
+pub mod limit;
 pub mod metrics;
 pub mod proxy;
 pub mod sample;

@@ -16,6 +16,8 @@ pub struct Metrics {
     upstream_latency: HistogramVec,
     request_duration: HistogramVec,
     in_flight: IntGauge,
+    credits: IntCounterVec,
+    rejections: IntCounterVec,
     idle: Notify,
 }
 
@@ -60,11 +62,29 @@ impl Metrics {
             "Requests being handled now.",
         )
         .expect("static metric definition");
+        let credits = IntCounterVec::new(
+            Opts::new(
+                "interlingua_credits_total",
+                "Credits held, captured and released.",
+            ),
+            &["kind"],
+        )
+        .expect("static metric definition");
+        let rejections = IntCounterVec::new(
+            Opts::new(
+                "interlingua_rejections_total",
+                "Requests refused by access and money checks, by status (401, 402, 403, 429).",
+            ),
+            &["reason"],
+        )
+        .expect("static metric definition");
         for collector in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(upstream_latency.clone()),
             Box::new(request_duration.clone()),
             Box::new(in_flight.clone()),
+            Box::new(credits.clone()),
+            Box::new(rejections.clone()),
         ] {
             registry
                 .register(collector)
@@ -76,6 +96,8 @@ impl Metrics {
             upstream_latency,
             request_duration,
             in_flight,
+            credits,
+            rejections,
             idle: Notify::new(),
         })
     }
@@ -119,6 +141,20 @@ impl Metrics {
                 .with_label_values(&[route])
                 .observe(up.as_secs_f64());
         }
+    }
+
+    /// Counts credits moved (`held`, `captured`, `released`).
+    pub fn credits(&self, kind: &str, amount: u64) {
+        if amount > 0 {
+            self.credits.with_label_values(&[kind]).inc_by(amount);
+        }
+    }
+
+    /// Counts a request refused with `status` (401, 402, 403, 429).
+    pub fn rejection(&self, status: u16) {
+        self.rejections
+            .with_label_values(&[status.to_string().as_str()])
+            .inc();
     }
 
     /// Every metric in the Prometheus text format.

@@ -4,13 +4,16 @@
 
 use std::sync::Arc;
 
+use crate::auth::Authenticator;
 use crate::config::{Config, Route};
 use crate::dialect::Dialects;
+use crate::engine::watch::Watcher;
 use crate::engine::{Engine, Translated};
+use crate::limit::RouteLimits;
 use crate::metrics::Metrics;
 use crate::proxy::routing::RouteTable;
 use crate::proxy::upstream::Upstreams;
-use crate::task::{SqliteStore, StoreError};
+use crate::task::SqliteStore;
 
 /// Shared state of a running server.
 pub struct State {
@@ -22,14 +25,32 @@ pub struct State {
     pub engine: Arc<Engine>,
     /// Per route (by index), its translation; `None` for passthrough routes.
     pub translated: Vec<Option<Arc<Translated>>>,
+    /// Verifies bearer tokens, when `[auth]` is configured.
+    pub auth: Option<Authenticator>,
+    /// Per route (by index), its rate limits.
+    pub limits: Vec<RouteLimits>,
+    /// Follows unfinished tasks until they end.
+    pub watcher: Arc<Watcher>,
 }
 
 impl State {
     /// Builds the state; opens the task store in the data directory.
-    pub fn new(config: Config, dialects: Dialects) -> Result<Arc<State>, StoreError> {
-        let store = SqliteStore::open(&config.server.data_dir)?;
+    pub fn new(config: Config, dialects: Dialects) -> Result<Arc<State>, String> {
+        let store = SqliteStore::open(&config.server.data_dir)
+            .map_err(|e| format!("cannot open the task store: {e}"))?;
+        let metrics = Metrics::new();
+        let engine = Arc::new(Engine::new(Arc::new(store), metrics.clone()));
+        let auth = match &config.auth {
+            Some(a) => Some(Authenticator::new(a, engine.client.clone())?),
+            None => None,
+        };
+        let limits = config
+            .routes
+            .iter()
+            .map(|r| RouteLimits::new(&r.access.limits))
+            .collect();
         let upstreams = Arc::new(Upstreams::new(&config.upstreams));
-        let translated = config
+        let translated: Vec<Option<Arc<Translated>>> = config
             .routes
             .iter()
             .map(|r| {
@@ -39,12 +60,17 @@ impl State {
                 Some(Arc::new(Translated::new(r, front, back, upstream)))
             })
             .collect();
+        let watcher = Watcher::new(engine.clone(), translated.iter().flatten().cloned());
+        let _ = engine.watcher.set(Arc::downgrade(&watcher));
         Ok(Arc::new(State {
             routes: RouteTable::new(&config.routes),
             upstreams,
-            metrics: Metrics::new(),
-            engine: Arc::new(Engine::new(Arc::new(store))),
+            metrics,
+            engine,
             translated,
+            auth,
+            limits,
+            watcher,
             dialects,
             config,
         }))

@@ -39,6 +39,76 @@ pub enum LogFormatName {
 #[serde(deny_unknown_fields)]
 pub struct AdminSection {
     pub address: Spanned<String>,
+    /// The environment variable holding the admin API's bearer token.
+    pub token_env: Option<Spanned<String>>,
+}
+
+/// `[auth]`: how bearer tokens are verified.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSection {
+    pub leeway: Option<Spanned<String>>,
+    pub max_token_size: Option<Spanned<String>>,
+    pub issuer: Option<Spanned<String>>,
+    pub audience: Option<Spanned<String>>,
+    pub subject_claim: Option<Spanned<String>>,
+    pub plan_claim: Option<Spanned<String>>,
+    #[serde(default)]
+    pub keys: Vec<Spanned<KeyEntry>>,
+}
+
+/// One `[[auth.keys]]` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyEntry {
+    pub id: Spanned<String>,
+    #[serde(rename = "type")]
+    pub kind: Spanned<String>,
+    pub algorithms: Option<Vec<Spanned<String>>>,
+    pub secret_env: Option<Spanned<String>>,
+    pub pem_file: Option<Spanned<String>>,
+    pub private_key_file: Option<Spanned<String>>,
+    pub jwks_file: Option<Spanned<String>>,
+    pub jwks_url: Option<Spanned<String>>,
+    pub refresh_interval: Option<Spanned<String>>,
+}
+
+/// A route's `price`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceEntry {
+    pub hold: Option<Spanned<u64>>,
+    pub step: Option<Spanned<u64>>,
+    pub min: Option<Spanned<u64>>,
+    pub max: Option<Spanned<u64>>,
+    pub from: Option<Spanned<String>>,
+    pub failed: Option<Spanned<u64>>,
+}
+
+/// A route's `rate_limit`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitEntry {
+    pub per_subject: Option<Spanned<String>>,
+    pub route: Option<Spanned<String>>,
+    pub per_client: Option<Spanned<String>>,
+}
+
+/// A route's `upstream_auth`: the credential interlingua sends to the agent.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamAuthEntry {
+    pub bearer_env: Option<Spanned<String>>,
+    pub header: Option<Spanned<String>>,
+    pub value_env: Option<Spanned<String>>,
+}
+
+/// A route's `identity_headers`: where the verified subject and plan go upstream.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdentityHeadersEntry {
+    pub subject: Option<Spanned<String>>,
+    pub plan: Option<Spanned<String>>,
 }
 
 /// One `[[listeners]]` entry.
@@ -92,6 +162,14 @@ pub struct RouteEntry {
     pub sync_timeout: Option<Spanned<String>>,
     pub poll_interval: Option<Spanned<String>>,
     pub poll_max_interval: Option<Spanned<String>>,
+    /// Require a verified bearer token.
+    pub auth: Option<bool>,
+    /// The plans allowed (empty or absent: any plan).
+    pub plans: Option<Vec<Spanned<String>>>,
+    pub price: Option<Spanned<PriceEntry>>,
+    pub rate_limit: Option<RateLimitEntry>,
+    pub upstream_auth: Option<Spanned<UpstreamAuthEntry>>,
+    pub identity_headers: Option<IdentityHeadersEntry>,
 }
 
 /// A route's `match` table.

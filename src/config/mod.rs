@@ -2,6 +2,7 @@
 //! validated model the proxy runs on (`model`), built by `validate`. Loading reports every
 //! problem it finds, each with file, line and column or the setting's path.
 
+mod access;
 mod file;
 mod model;
 mod problem;
@@ -11,6 +12,7 @@ mod validate;
 
 use std::path::Path;
 
+pub use access::parse_quota;
 pub use model::*;
 pub use problem::{Location, Problem, Problems};
 pub use units::{parse_duration, parse_size};

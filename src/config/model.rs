@@ -20,6 +20,7 @@ pub struct Config {
     pub listeners: Vec<Listener>,
     pub upstreams: Vec<Upstream>,
     pub routes: Vec<Route>,
+    pub auth: Option<Auth>,
 }
 
 /// Process-wide settings.
@@ -54,10 +55,160 @@ pub struct LogSettings {
     pub access_log: bool,
 }
 
-/// The admin listener (health, readiness, metrics).
+/// The admin listener (health, readiness, metrics, and the credits and task API).
 #[derive(Debug, Clone)]
 pub struct AdminListener {
     pub address: SocketAddr,
+    /// The bearer token the credits and task API require; without one that API is off.
+    pub token: Option<String>,
+}
+
+/// How bearer tokens are verified.
+#[derive(Debug, Clone)]
+pub struct Auth {
+    /// Tolerance on `exp` and `nbf`.
+    pub leeway: Duration,
+    /// Longer tokens are refused before any parsing.
+    pub max_token_size: usize,
+    pub issuer: Option<String>,
+    pub audience: Option<String>,
+    /// Where the subject and the plan are in the claims.
+    pub subject_claim: ClaimPath,
+    pub plan_claim: ClaimPath,
+    pub keys: Vec<Key>,
+}
+
+/// A claim's place: `sub`, `org.plan` (nested), or a JSON pointer `/https:~1~1example.com~1plan`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimPath(pub Vec<String>);
+
+impl ClaimPath {
+    pub fn parse(text: &str) -> ClaimPath {
+        if let Some(pointer) = text.strip_prefix('/') {
+            ClaimPath(
+                pointer
+                    .split('/')
+                    .map(|p| p.replace("~1", "/").replace("~0", "~"))
+                    .collect(),
+            )
+        } else {
+            ClaimPath(text.split('.').map(str::to_string).collect())
+        }
+    }
+
+    pub fn as_text(&self) -> String {
+        self.0.join(".")
+    }
+}
+
+/// A verification key.
+#[derive(Debug, Clone)]
+pub struct Key {
+    /// Matched with a token's `kid`.
+    pub id: String,
+    pub kind: KeyKind,
+    /// The algorithms a token verified with this key may use (never `none`).
+    pub algorithms: Vec<jsonwebtoken::Algorithm>,
+}
+
+/// Where a key comes from.
+#[derive(Debug, Clone)]
+pub enum KeyKind {
+    /// An HMAC secret, from an environment variable.
+    Hmac { secret: Vec<u8> },
+    /// A public key from a PEM file (the private key, when given, only mints development tokens).
+    Pem {
+        family: KeyFamily,
+        public: Vec<u8>,
+        private_key_file: Option<PathBuf>,
+    },
+    /// A JSON Web Key Set, from a file or a URL; refreshed on an unknown `kid`, at most once per
+    /// `refresh_interval`.
+    Jwks {
+        source: JwksSource,
+        refresh_interval: Duration,
+    },
+}
+
+/// The public-key families.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyFamily {
+    Rsa,
+    Ec,
+    Ed25519,
+}
+
+/// Where a key set is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JwksSource {
+    File(PathBuf),
+    Url(String),
+}
+
+/// Who may use a route, how often, and what it sends upstream about them.
+#[derive(Debug, Clone, Default)]
+pub struct Access {
+    /// A verified bearer token is required.
+    pub auth: bool,
+    /// Plans allowed; empty means any.
+    pub plans: Vec<String>,
+    pub limits: RateLimits,
+    pub upstream_auth: Option<UpstreamAuth>,
+    pub identity_headers: Option<IdentityHeaders>,
+}
+
+/// Rate limits of a route.
+#[derive(Debug, Clone, Default)]
+pub struct RateLimits {
+    pub per_subject: Option<Quota>,
+    pub route: Option<Quota>,
+    pub per_client: Option<Quota>,
+}
+
+/// "10/s, burst 20": `count` requests per `per`, and up to `burst` at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quota {
+    pub count: u32,
+    pub per: Duration,
+    pub burst: u32,
+}
+
+/// The credential interlingua sends to the agent (the client's own token never goes upstream).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamAuth {
+    pub header: String,
+    pub value: String,
+}
+
+/// Header names for the verified identity, sent upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdentityHeaders {
+    pub subject: String,
+    pub plan: String,
+}
+
+/// What a route charges, in credits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Price {
+    /// Held when a task is created (its estimated cost); 402 when the balance cannot cover it.
+    pub hold: u64,
+    /// Per completed step (per task, for backs without steps of their own).
+    pub step: u64,
+    /// Bounds on a step's cost.
+    pub min: u64,
+    pub max: u64,
+    pub from: PriceFrom,
+    /// What a failed step costs (default nothing).
+    pub failed: u64,
+}
+
+/// Where a step's cost comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PriceFrom {
+    /// The route's `step` price.
+    Route,
+    /// What the agent reports for the step (its `cost`), clamped to [min, max].
+    Agent,
 }
 
 /// A proxy listener.
@@ -163,6 +314,8 @@ pub struct Route {
     /// The largest request body accepted, in bytes.
     pub max_body: u64,
     pub translation: Translation,
+    pub access: Access,
+    pub price: Option<Price>,
 }
 
 impl Route {

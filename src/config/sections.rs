@@ -8,7 +8,7 @@ use toml::de::{DeTable, DeValue, ValueDeserializer};
 use toml::Spanned;
 
 use super::file::{
-    AdminSection, ListenerEntry, LogSection, RouteEntry, ServerSection, UpstreamEntry,
+    AdminSection, AuthSection, ListenerEntry, LogSection, RouteEntry, ServerSection, UpstreamEntry,
 };
 use super::problem::Collector;
 
@@ -18,6 +18,7 @@ pub struct RawConfig {
     pub server: ServerSection,
     pub log: LogSection,
     pub admin: Option<AdminSection>,
+    pub auth: Option<AuthSection>,
     /// `(index in the file, entry)`, so messages can name `listeners[2]`.
     pub listeners: Vec<(usize, ListenerEntry)>,
     pub upstreams: Vec<(usize, UpstreamEntry)>,
@@ -29,7 +30,15 @@ pub struct RawConfig {
     pub broken_upstreams: HashSet<String>,
 }
 
-const SECTIONS: &[&str] = &["server", "log", "admin", "listeners", "upstreams", "routes"];
+const SECTIONS: &[&str] = &[
+    "server",
+    "log",
+    "admin",
+    "auth",
+    "listeners",
+    "upstreams",
+    "routes",
+];
 
 /// Reads every known section of `root`, reporting unknown ones and every entry that fails.
 pub fn read(root: DeTable<'_>, problems: &mut Collector<'_>) -> RawConfig {
@@ -48,6 +57,7 @@ pub fn read(root: DeTable<'_>, problems: &mut Collector<'_>) -> RawConfig {
                 }
             }
             "admin" => raw.admin = one(value, name, problems),
+            "auth" => raw.auth = one(value, name, problems),
             "listeners" => {
                 raw.has_listeners = true;
                 raw.listeners = many(value, name, problems);

@@ -9,6 +9,7 @@ use std::time::Duration;
 use http::Method;
 use toml::Spanned;
 
+use super::access;
 use super::file::{self, LogFormatName};
 use super::model::*;
 use super::problem::Collector;
@@ -36,7 +37,9 @@ pub fn build(raw: RawConfig, origin: &str, p: &mut Collector<'_>) -> Option<Conf
     let admin = admin(raw.admin.as_ref(), p);
     let listeners = listeners(&raw, admin.as_ref().map(|a| a.address), p);
     let upstreams = upstreams(&raw.upstreams, p);
-    let routes = routes(&raw, &upstreams, p);
+    let auth = access::auth(raw.auth.as_ref(), p);
+    let has_auth = matches!(auth, Some(Some(_)));
+    let routes = routes(&raw, &upstreams, has_auth, p);
     if !p.is_empty() {
         return None;
     }
@@ -48,6 +51,7 @@ pub fn build(raw: RawConfig, origin: &str, p: &mut Collector<'_>) -> Option<Conf
         listeners,
         upstreams: upstreams.into_iter().map(|(_, u)| u).collect(),
         routes,
+        auth: auth?,
     })
 }
 
@@ -124,7 +128,11 @@ fn admin(a: Option<&file::AdminSection>, p: &mut Collector<'_>) -> Option<AdminL
         Some(a) => socket_address(&a.address, "admin.address", p)?,
         None => DEFAULT_ADMIN_ADDRESS.parse().ok()?,
     };
-    Some(AdminListener { address })
+    let token = match a.and_then(|a| a.token_env.as_ref()) {
+        Some(env) => Some(access::from_env(env, "admin.token_env", p)?),
+        None => None,
+    };
+    Some(AdminListener { address, token })
 }
 
 fn listeners(raw: &RawConfig, admin: Option<SocketAddr>, p: &mut Collector<'_>) -> Vec<Listener> {
@@ -277,7 +285,12 @@ fn upstreams(
     out
 }
 
-fn routes(raw: &RawConfig, upstreams: &[(usize, Upstream)], p: &mut Collector<'_>) -> Vec<Route> {
+fn routes(
+    raw: &RawConfig,
+    upstreams: &[(usize, Upstream)],
+    has_auth: bool,
+    p: &mut Collector<'_>,
+) -> Vec<Route> {
     let by_name: HashMap<&str, usize> = upstreams
         .iter()
         .enumerate()
@@ -344,6 +357,17 @@ fn routes(raw: &RawConfig, upstreams: &[(usize, Upstream)], p: &mut Collector<'_
             }
         }
         let translation = translation(r, &path, p);
+        let access = access::access(r, &path, has_auth, p);
+        let price = access::price(r, &path, p);
+        if let (Some(Some(_)), Some(a)) = (&price, &access) {
+            if !a.auth {
+                p.at(
+                    r.price.as_ref().map(|s| s.span()),
+                    format!("{path}.price"),
+                    "a priced route needs auth = true: credits belong to a verified plan and subject",
+                );
+            }
+        }
         let (
             Some(upstream),
             Some(front),
@@ -351,7 +375,18 @@ fn routes(raw: &RawConfig, upstreams: &[(usize, Upstream)], p: &mut Collector<'_
             Some(matcher),
             Some(max_body),
             Some(translation),
-        ) = (upstream, front, back, matcher, max_body, translation)
+            Some(access),
+            Some(price),
+        ) = (
+            upstream,
+            front,
+            back,
+            matcher,
+            max_body,
+            translation,
+            access,
+            price,
+        )
         else {
             continue;
         };
@@ -375,6 +410,8 @@ fn routes(raw: &RawConfig, upstreams: &[(usize, Upstream)], p: &mut Collector<'_
                 back,
                 max_body,
                 translation,
+                access,
+                price,
             },
         ));
     }
@@ -562,7 +599,7 @@ fn dialect(name: Option<&Spanned<String>>, path: &str, p: &mut Collector<'_>) ->
     }
 }
 
-fn duration(
+pub(super) fn duration(
     value: Option<&Spanned<String>>,
     path: &str,
     default: Duration,

@@ -14,6 +14,7 @@
 //! | `search` | a task search: `status`, `name`, `page`, `page_size`, `total` |
 //! | `tasks` | the tasks a search found |
 //! | `request` | `request.id`: the request id |
+//! | `charge` | `charge.credits`: what this request charged, on priced routes |
 //! | `agent` | what `describe` says: `name`, `title`, `dialect`, `url`, `operations`, `input_schema` |
 //! | `var` | the dialect's variables (`[vars]`, overridden per route) |
 
@@ -66,6 +67,9 @@ const STEP: &[&str] = &[
 ];
 
 const ERROR: &[&str] = &[
+    "available",
+    "price",
+    "retry_after",
     "status",
     "code",
     "message",
@@ -94,6 +98,7 @@ pub fn is_known(path: &[String]) -> bool {
             ["status"] | ["name"] | ["page"] | ["page_size"] | ["total"]
         ),
         "request" => matches!(rest.as_slice(), ["id"]),
+        "charge" => matches!(rest.as_slice(), ["credits"]),
         "agent" => matches!(
             rest.as_slice(),
             [] | ["name"]

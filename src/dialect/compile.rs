@@ -636,7 +636,7 @@ impl RuleCx<'_> {
                 }
             }
             "query" => Some(Location::Query(text.clone())),
-            _ => Some(Location::Header(text.to_ascii_lowercase())),
+            _ => Some(Location::Header(text.clone())),
         }
     }
 

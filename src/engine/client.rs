@@ -163,3 +163,111 @@ impl Client {
         Ok((status, headers, body.freeze()))
     }
 }
+
+/// The parts of an `http://` or `https://` URL a fetch needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Url {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+    /// Path and query, at least `/`.
+    pub target: String,
+}
+
+impl Url {
+    pub fn parse(text: &str) -> Result<Url, String> {
+        let (tls, rest) = if let Some(r) = text.strip_prefix("https://") {
+            (true, r)
+        } else if let Some(r) = text.strip_prefix("http://") {
+            (false, r)
+        } else {
+            return Err(format!("`{text}` is not an http:// or https:// URL"));
+        };
+        let (authority, target) = match rest.find('/') {
+            Some(i) => (&rest[..i], rest[i..].to_string()),
+            None => (rest, "/".to_string()),
+        };
+        let default_port = if tls { 443 } else { 80 };
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let (h, after) = v6
+                .split_once(']')
+                .ok_or_else(|| format!("`{text}`: bad IPv6 host"))?;
+            let port = match after.strip_prefix(':') {
+                Some(p) => p.parse().map_err(|_| format!("`{text}`: bad port"))?,
+                None => default_port,
+            };
+            (h.to_string(), port)
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (
+                    h.to_string(),
+                    p.parse().map_err(|_| format!("`{text}`: bad port"))?,
+                ),
+                None => (authority.to_string(), default_port),
+            }
+        };
+        if host.is_empty() {
+            return Err(format!("`{text}` has no host"));
+        }
+        Ok(Url {
+            tls,
+            host,
+            port,
+            target,
+        })
+    }
+}
+
+impl Client {
+    /// GETs `url` (at most 1 MiB) within `timeout`; returns the status and body.
+    pub async fn fetch(&self, url: &Url, timeout: Duration) -> Result<(u16, Bytes), String> {
+        let work = async {
+            let addr = tokio::net::lookup_host((url.host.as_str(), url.port))
+                .await
+                .map_err(|e| format!("cannot resolve `{}`: {e}", url.host))?
+                .next()
+                .ok_or_else(|| format!("`{}` resolves to no address", url.host))?;
+            let mut peer = HttpPeer::new(addr, url.tls, url.host.clone());
+            peer.options.connection_timeout = Some(timeout);
+            peer.options.read_timeout = Some(timeout);
+            let mut req = RequestHeader::build(http::Method::GET, url.target.as_bytes(), None)
+                .map_err(|e| e.to_string())?;
+            req.insert_header(http::header::HOST, url.host.as_str())
+                .map_err(|e| e.to_string())?;
+            req.insert_header(http::header::ACCEPT, "application/json")
+                .map_err(|e| e.to_string())?;
+            let (status, _, body) = self
+                .exchange(&peer, req, None)
+                .await
+                .map_err(|(e, _)| e.to_string())?;
+            Ok((status, body))
+        };
+        tokio::time::timeout(timeout, work)
+            .await
+            .map_err(|_| format!("no answer within {timeout:?}"))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Url;
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            Url::parse("https://keys.example.com/.well-known/jwks.json"),
+            Ok(Url {
+                tls: true,
+                host: "keys.example.com".into(),
+                port: 443,
+                target: "/.well-known/jwks.json".into()
+            })
+        );
+        assert_eq!(
+            Url::parse("http://127.0.0.1:8080").map(|u| (u.port, u.target)),
+            Ok((8080, "/".into()))
+        );
+        assert!(Url::parse("ftp://x").is_err());
+        assert!(Url::parse("http://:80/").is_err());
+    }
+}

@@ -16,6 +16,7 @@
 pub mod client;
 mod ops;
 pub mod views;
+pub mod watch;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,10 +28,12 @@ use parking_lot::Mutex;
 use pingora::http::RequestHeader;
 use serde_json::{Map, Value};
 
-use crate::config::{Route, Translation};
+use crate::auth::Identity;
+use crate::config::{Access, Price, Route, Translation};
 use crate::dialect::template::{parse_query, render_query};
 use crate::dialect::{self, CodecError, Context, Mapping, Message};
 use crate::error::ProxyError;
+use crate::metrics::Metrics;
 use crate::proxy::upstream::UpstreamState;
 use crate::task::{Operation, TaskStore};
 use client::Client;
@@ -45,6 +48,12 @@ pub struct Translated {
     pub back_vars: Map<String, Value>,
     pub settings: Translation,
     pub upstream: Arc<UpstreamState>,
+    /// What its tasks cost; `None`: free.
+    pub price: Option<Price>,
+    /// Whether tasks belong to the verified subject (routes with auth).
+    pub owned: bool,
+    /// Headers every call to the back carries: the route's credential, the caller's identity.
+    pub access: Access,
 }
 
 impl Translated {
@@ -70,6 +79,9 @@ impl Translated {
             back,
             settings: route.translation.clone(),
             upstream,
+            price: route.price.clone(),
+            owned: route.access.auth,
+            access: route.access.clone(),
         }
     }
 
@@ -99,22 +111,39 @@ pub struct FrontRequest<'a> {
     pub headers: Vec<(String, String)>,
     pub body: Bytes,
     pub request_id: &'a str,
+    /// Who is calling, on routes with auth.
+    pub identity: Option<&'a Identity>,
 }
 
 /// The answer to a front request.
 pub struct FrontResponse {
     pub status: u16,
+    pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
 
-/// Time spent waiting for upstreams during one request.
+/// One request, as the engine carries it out.
+pub struct Cx<'a> {
+    pub request_id: &'a str,
+    /// Who is calling, on routes with auth.
+    pub identity: Option<&'a Identity>,
+    pub spent: &'a mut Spent,
+}
+
+/// What one request cost: time waiting for upstreams, credits charged.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Spent(pub Duration);
+pub struct Spent {
+    pub upstream: Duration,
+    pub charged: u64,
+}
 
 /// The translation engine, shared by every request.
 pub struct Engine {
     pub store: Arc<dyn TaskStore>,
-    pub client: Client,
+    pub client: Arc<Client>,
+    pub metrics: Arc<Metrics>,
+    /// Follows the tasks this engine starts (set once the watcher exists).
+    pub watcher: std::sync::OnceLock<std::sync::Weak<watch::Watcher>>,
     /// Input schemas fetched from backs, per route, with when they were fetched.
     schemas: Mutex<HashMap<String, (Instant, Value)>>,
 }
@@ -123,10 +152,12 @@ pub struct Engine {
 const SCHEMA_TTL: Duration = Duration::from_secs(60);
 
 impl Engine {
-    pub fn new(store: Arc<dyn TaskStore>) -> Engine {
+    pub fn new(store: Arc<dyn TaskStore>, metrics: Arc<Metrics>) -> Engine {
         Engine {
             store,
-            client: Client::new(),
+            metrics,
+            watcher: std::sync::OnceLock::new(),
+            client: Arc::new(Client::new()),
             schemas: Mutex::new(HashMap::new()),
         }
     }
@@ -138,6 +169,12 @@ impl Engine {
         req: FrontRequest<'_>,
         spent: &mut Spent,
     ) -> Result<FrontResponse, ProxyError> {
+        let mut cx = Cx {
+            request_id: req.request_id,
+            identity: req.identity,
+            spent,
+        };
+        let cx = &mut cx;
         let (fop, params) =
             t.front
                 .match_front(req.method, req.path)
@@ -161,22 +198,20 @@ impl Engine {
         };
         let doc = dialect::decode(&fop.request, &msg, &t.front_ctx()).map_err(invalid_request)?;
         let out = match fop.op {
-            Operation::CreateTask => self.create(t, fop, doc, req.request_id, spent).await?,
-            Operation::GetTask | Operation::ListSteps => {
-                self.get(t, &doc, req.request_id, spent).await?
-            }
-            Operation::ProvideInput => {
-                self.provide_input(t, fop, doc, req.request_id, spent)
-                    .await?
-            }
-            Operation::CancelTask => self.cancel(t, &doc, req.request_id, spent).await?,
-            Operation::SearchTasks => self.search(t, &doc).await?,
-            Operation::Availability => self.availability(t, req.request_id, spent).await?,
-            Operation::InputSchema => {
-                views::doc(&[("schema", self.schema_for(t, req.request_id, spent).await?)])
-            }
-            Operation::Describe => self.describe(t, req.prefix, req.request_id, spent).await?,
+            Operation::CreateTask => self.create(t, fop, doc, cx).await?,
+            Operation::GetTask | Operation::ListSteps => self.get(t, &doc, cx).await?,
+            Operation::ProvideInput => self.provide_input(t, fop, doc, cx).await?,
+            Operation::CancelTask => self.cancel(t, &doc, cx).await?,
+            Operation::SearchTasks => self.search(t, &doc, cx).await?,
+            Operation::Availability => self.availability(t, cx).await?,
+            Operation::InputSchema => views::doc(&[("schema", self.schema_for(t, cx).await?)]),
+            Operation::Describe => self.describe(t, req.prefix, cx).await?,
         };
+        let mut out = out;
+        if t.price.is_some() {
+            // What this request charged, for fronts that report it (Nevermined's NVMCreditsConsumed).
+            out["charge"] = serde_json::json!({"credits": cx.spent.charged});
+        }
         let rendered = dialect::encode(&fop.response, &out, &t.front_ctx()).map_err(|e| {
             ProxyError::Internal(format!(
                 "rendering the `{}` answer for {}: {e}",
@@ -190,6 +225,7 @@ impl Engine {
         };
         Ok(FrontResponse {
             status: fop.status,
+            headers: rendered.headers,
             body,
         })
     }
@@ -201,8 +237,7 @@ impl Engine {
         t: &Translated,
         op: Operation,
         doc: &Value,
-        request_id: &str,
-        spent: &mut Spent,
+        cx: &mut Cx<'_>,
     ) -> Result<Value, ProxyError> {
         let bop = t.back.op(op).ok_or_else(|| ProxyError::Unsupported {
             operation: op.name().to_string(),
@@ -231,16 +266,9 @@ impl Engine {
             )),
             None => None,
         };
-        let header = request_header(
-            &bop.method,
-            &target,
-            &t.upstream,
-            &msg,
-            body.as_ref(),
-            request_id,
-        )?;
+        let header = request_header(&bop.method, &target, t, &msg, body.as_ref(), cx)?;
         let answer = self.client.call(&t.upstream, header, body).await?;
-        spent.0 += answer.took;
+        cx.spent.upstream += answer.took;
         let parsed = if answer.body.iter().all(u8::is_ascii_whitespace) {
             None
         } else {
@@ -314,26 +342,28 @@ impl Engine {
     }
 }
 
-/// The request header for a back call.
+/// The request header for a back call: the mapping's headers, the route's credential for the
+/// agent, and the caller's verified identity when the route passes it on. The client's own
+/// `Authorization` never gets here: the engine builds upstream requests from scratch.
 fn request_header(
     method: &Method,
     target: &str,
-    upstream: &UpstreamState,
+    t: &Translated,
     msg: &Message,
     body: Option<&Bytes>,
-    request_id: &str,
+    cx: &Cx<'_>,
 ) -> Result<RequestHeader, ProxyError> {
     let internal = |e: Box<pingora::Error>| {
         ProxyError::Internal(format!("building the upstream request: {e}"))
     };
     let mut h = RequestHeader::build(method.clone(), target.as_bytes(), None).map_err(internal)?;
-    let c = &upstream.config;
+    let c = &t.upstream.config;
     let host = if c.tls { c.sni.clone() } else { c.authority() };
     h.insert_header(http::header::HOST, host)
         .map_err(internal)?;
     h.insert_header(http::header::ACCEPT, "application/json")
         .map_err(internal)?;
-    h.insert_header(crate::proxy::request_id::HEADER, request_id)
+    h.insert_header(crate::proxy::request_id::HEADER, cx.request_id)
         .map_err(internal)?;
     if let Some(b) = body {
         h.insert_header(http::header::CONTENT_TYPE, "application/json")
@@ -347,6 +377,7 @@ fn request_header(
     for (k, v) in &msg.headers {
         h.insert_header(k.clone(), v.as_str()).map_err(internal)?;
     }
+    crate::proxy::upstream::add_route_headers(&mut h, &t.access, cx.identity).map_err(internal)?;
     Ok(h)
 }
 

@@ -7,8 +7,10 @@ use chrono::Utc;
 use serde_json::{json, Value};
 
 use super::views::{self, at, back_task, doc, front_task, patch_from_back, text_at};
-use super::{Engine, Spent, Translated};
+use super::{Cx, Engine, Spent, Translated};
+use crate::auth::Identity;
 use crate::config::Validation;
+use crate::credits::{self, Hold, Settlement};
 use crate::dialect::mapping::{Op, Returns};
 use crate::error::ProxyError;
 use crate::task::{Operation, Status, StepSource, StoreError, Stored, TaskPatch, TaskQuery};
@@ -28,8 +30,7 @@ impl Engine {
         t: &Arc<Translated>,
         fop: &Op,
         request: Value,
-        request_id: &str,
-        spent: &mut Spent,
+        cx: &mut Cx<'_>,
     ) -> Result<Value, ProxyError> {
         let back_op = t
             .back
@@ -39,17 +40,41 @@ impl Engine {
             })?;
         if let Some(field) = &fop.validate {
             let value = at(&request, &field.join(".")).cloned();
-            self.validate(t, value, request_id, spent).await?;
+            self.validate(t, value, cx).await?;
         }
         let now = Utc::now();
         let mut task = crate::task::Task::new(&t.route, now);
         views::apply_draft(&mut task, &request);
+        if let Some(id) = cx.identity {
+            task.subject = Some(id.subject.clone());
+            task.plan = id.plan.clone();
+        }
         if t.back.steps == StepSource::Synthesized {
             task.start_steps(now);
         }
-        // The task row exists before anything happens upstream: nothing is started that
-        // interlingua does not know about.
-        self.store.insert(&task).await.map_err(store_error)?;
+        // The task row, and the credits it holds, exist before anything happens upstream: nothing
+        // is started that interlingua does not know about, or that the plan cannot pay for.
+        let hold = match (&t.price, cx.identity) {
+            (Some(price), Some(id)) => Some(Hold {
+                plan: id.plan.clone().unwrap_or_default(),
+                subject: id.subject.clone(),
+                amount: price.hold,
+            }),
+            _ => None,
+        };
+        self.store
+            .insert_with_hold(&task, hold.as_ref())
+            .await
+            .map_err(|e| match e {
+                StoreError::Insufficient { available, needed } => ProxyError::PaymentRequired {
+                    available,
+                    price: needed,
+                },
+                other => store_error(other),
+            })?;
+        if let Some(h) = &hold {
+            self.metrics.credits("held", h.amount);
+        }
         let stored = Stored { task, version: 1 };
 
         if back_op.returns == Returns::Result && fop.returns == Returns::Task {
@@ -57,14 +82,15 @@ impl Engine {
             let engine = self.clone();
             let t2 = t.clone();
             let task = stored.task.clone();
-            let rid = request_id.to_string();
-            tokio::spawn(async move { engine.execute(&t2, stored, &rid).await });
+            let rid = cx.request_id.to_string();
+            let identity = cx.identity.cloned();
+            tokio::spawn(async move { engine.execute(&t2, stored, &rid, identity.as_ref()).await });
             return Ok(doc(&[("task", front_task(&task))]));
         }
 
         let back_doc = doc(&[("task", back_task(&stored.task))]);
         let answer = self
-            .call_back(t, Operation::CreateTask, &back_doc, request_id, spent)
+            .call_back(t, Operation::CreateTask, &back_doc, cx)
             .await;
         let answer = match answer {
             Ok(a) => a,
@@ -75,7 +101,7 @@ impl Engine {
                     reason: Some("upstream_error".to_string()),
                     ..TaskPatch::default()
                 };
-                let _ = self.apply(t, stored, failed).await;
+                let _ = self.apply(t, stored, failed, cx).await;
                 return Err(e);
             }
         };
@@ -83,21 +109,35 @@ impl Engine {
         if back_op.returns == Returns::Result && patch.status.is_none() {
             patch.status = Some(Status::Completed);
         }
-        let mut stored = self.apply(t, stored, patch).await?;
+        let mut stored = self.apply(t, stored, patch, cx).await?;
+        if !stored.task.status.is_terminal() {
+            if let Some(w) = self.watcher.get().and_then(std::sync::Weak::upgrade) {
+                w.watch(&stored.task.id, &t.route);
+            }
+        }
         if fop.returns == Returns::Result {
-            stored = self
-                .wait_until_settled(t, stored, request_id, spent)
-                .await?;
+            stored = self.wait_until_settled(t, stored, cx).await?;
         }
         Ok(doc(&[("task", front_task(&stored.task))]))
     }
 
     /// Runs a create on a back that answers only when done, and stores the outcome.
-    async fn execute(&self, t: &Translated, stored: Stored, request_id: &str) {
+    async fn execute(
+        &self,
+        t: &Translated,
+        stored: Stored,
+        request_id: &str,
+        identity: Option<&Identity>,
+    ) {
         let mut spent = Spent::default();
+        let mut cx = Cx {
+            request_id,
+            identity,
+            spent: &mut spent,
+        };
         let back_doc = doc(&[("task", back_task(&stored.task))]);
         let patch = match self
-            .call_back(t, Operation::CreateTask, &back_doc, request_id, &mut spent)
+            .call_back(t, Operation::CreateTask, &back_doc, &mut cx)
             .await
             .and_then(|a| patch_from_back(&a, &t.upstream.config.name, &t.back.name))
         {
@@ -118,7 +158,7 @@ impl Engine {
                 }
             }
         };
-        if let Err(e) = self.apply(t, stored, patch).await {
+        if let Err(e) = self.apply(t, stored, patch, &mut cx).await {
             tracing::error!(route = %t.route, "storing a background result failed: {e}");
         }
     }
@@ -128,11 +168,10 @@ impl Engine {
         &self,
         t: &Translated,
         request: &Value,
-        request_id: &str,
-        spent: &mut Spent,
+        cx: &mut Cx<'_>,
     ) -> Result<Value, ProxyError> {
-        let stored = self.load(t, request).await?;
-        let stored = self.refresh(t, stored, request_id, spent).await?;
+        let stored = self.load(t, request, cx.identity).await?;
+        let stored = self.refresh(t, stored, cx).await?;
         Ok(doc(&[("task", front_task(&stored.task))]))
     }
 
@@ -142,12 +181,11 @@ impl Engine {
         t: &Translated,
         fop: &Op,
         request: Value,
-        request_id: &str,
-        spent: &mut Spent,
+        cx: &mut Cx<'_>,
     ) -> Result<Value, ProxyError> {
-        let stored = self.load(t, &request).await?;
+        let stored = self.load(t, &request, cx.identity).await?;
         // The client may have seen the request for input before interlingua did.
-        let stored = self.refresh(t, stored, request_id, spent).await?;
+        let stored = self.refresh(t, stored, cx).await?;
         let task = &stored.task;
         if task.status != Status::AwaitingInput {
             return Err(ProxyError::Conflict(format!(
@@ -191,7 +229,7 @@ impl Engine {
             ("step", back_step),
             ("input", input.clone()),
         ]);
-        self.call_back(t, Operation::ProvideInput, &back_doc, request_id, spent)
+        self.call_back(t, Operation::ProvideInput, &back_doc, cx)
             .await?;
 
         // Running again, as far as interlingua knows; the next poll of the back says more.
@@ -205,7 +243,7 @@ impl Engine {
             version: stored.version,
         };
         let stored = self
-            .apply(t, stored, TaskPatch::status(Status::Running))
+            .apply(t, stored, TaskPatch::status(Status::Running), cx)
             .await?;
         let step = waiting
             .and_then(|i| {
@@ -227,10 +265,9 @@ impl Engine {
         &self,
         t: &Translated,
         request: &Value,
-        request_id: &str,
-        spent: &mut Spent,
+        cx: &mut Cx<'_>,
     ) -> Result<Value, ProxyError> {
-        let stored = self.load(t, request).await?;
+        let stored = self.load(t, request, cx.identity).await?;
         if stored.task.status.is_terminal() {
             return Err(ProxyError::Conflict(format!(
                 "task `{}` has already ended ({})",
@@ -240,11 +277,11 @@ impl Engine {
         }
         if t.back.op(Operation::CancelTask).is_some() && stored.task.upstream_id.is_some() {
             let back_doc = doc(&[("task", back_task(&stored.task))]);
-            self.call_back(t, Operation::CancelTask, &back_doc, request_id, spent)
+            self.call_back(t, Operation::CancelTask, &back_doc, cx)
                 .await?;
         }
         let stored = self
-            .apply(t, stored, TaskPatch::status(Status::Cancelled))
+            .apply(t, stored, TaskPatch::status(Status::Cancelled), cx)
             .await?;
         Ok(doc(&[("task", front_task(&stored.task))]))
     }
@@ -254,6 +291,7 @@ impl Engine {
         &self,
         t: &Translated,
         request: &Value,
+        cx: &mut Cx<'_>,
     ) -> Result<Value, ProxyError> {
         let page = at(request, "search.page")
             .and_then(Value::as_u64)
@@ -265,7 +303,7 @@ impl Engine {
             .clamp(1, 1000);
         let query = TaskQuery {
             route: Some(t.route.clone()),
-            subject: None,
+            subject: cx_subject(t, cx.identity).map(str::to_string),
             status: text_at(request, "search.status").and_then(|s| Status::from_name(&s)),
             name: text_at(request, "search.name"),
             page: page as u32,
@@ -282,12 +320,11 @@ impl Engine {
     pub(super) async fn availability(
         &self,
         t: &Translated,
-        request_id: &str,
-        spent: &mut Spent,
+        cx: &mut Cx<'_>,
     ) -> Result<Value, ProxyError> {
         if t.back.op(Operation::Availability).is_some() {
             return match self
-                .call_back(t, Operation::Availability, &json!({}), request_id, spent)
+                .call_back(t, Operation::Availability, &json!({}), cx)
                 .await
             {
                 Ok(doc) => Ok(doc),
@@ -310,10 +347,9 @@ impl Engine {
         &self,
         t: &Translated,
         prefix: &str,
-        request_id: &str,
-        spent: &mut Spent,
+        cx: &mut Cx<'_>,
     ) -> Result<Value, ProxyError> {
-        let schema = match self.schema_for(t, request_id, spent).await {
+        let schema = match self.schema_for(t, cx).await {
             Ok(s) => Some(s),
             Err(ProxyError::Unsupported { .. }) => None,
             Err(e) => return Err(e),
@@ -334,8 +370,7 @@ impl Engine {
     pub(super) async fn schema_for(
         &self,
         t: &Translated,
-        request_id: &str,
-        spent: &mut Spent,
+        cx: &mut Cx<'_>,
     ) -> Result<Value, ProxyError> {
         if let Some(s) = &t.settings.input_schema {
             return Ok(s.clone());
@@ -347,7 +382,7 @@ impl Engine {
                 }
             }
             let doc = self
-                .call_back(t, Operation::InputSchema, &json!({}), request_id, spent)
+                .call_back(t, Operation::InputSchema, &json!({}), cx)
                 .await?;
             let schema = doc
                 .get("schema")
@@ -375,10 +410,9 @@ impl Engine {
         &self,
         t: &Translated,
         value: Option<Value>,
-        request_id: &str,
-        spent: &mut Spent,
+        cx: &mut Cx<'_>,
     ) -> Result<(), ProxyError> {
-        let schema = match self.schema_for(t, request_id, spent).await {
+        let schema = match self.schema_for(t, cx).await {
             Ok(s) => s,
             // No schema anywhere: nothing to validate against.
             Err(ProxyError::Unsupported { .. }) => return Ok(()),
@@ -395,11 +429,23 @@ impl Engine {
     }
 
     /// The task a request names, if it belongs to this route.
-    async fn load(&self, t: &Translated, request: &Value) -> Result<Stored, ProxyError> {
+    async fn load(
+        &self,
+        t: &Translated,
+        request: &Value,
+        identity: Option<&Identity>,
+    ) -> Result<Stored, ProxyError> {
         let id = text_at(request, "task.id")
             .ok_or_else(|| ProxyError::InvalidRequest("no task id".to_string()))?;
+        let subject = cx_subject(t, identity);
         match self.store.get(&id).await.map_err(store_error)? {
-            Some(s) if s.task.route == t.route => Ok(s),
+            // Another route's task, or another subject's, is not there for this caller.
+            Some(s)
+                if s.task.route == t.route
+                    && (subject.is_none() || s.task.subject.as_deref() == subject) =>
+            {
+                Ok(s)
+            }
             _ => Err(ProxyError::TaskNotFound(id)),
         }
     }
@@ -410,8 +456,7 @@ impl Engine {
         &self,
         t: &Translated,
         stored: Stored,
-        request_id: &str,
-        spent: &mut Spent,
+        cx: &mut Cx<'_>,
     ) -> Result<Stored, ProxyError> {
         if stored.task.status.is_terminal()
             || stored.task.upstream_id.is_none()
@@ -420,11 +465,9 @@ impl Engine {
             return Ok(stored);
         }
         let back_doc = doc(&[("task", back_task(&stored.task))]);
-        let answer = self
-            .call_back(t, Operation::GetTask, &back_doc, request_id, spent)
-            .await?;
+        let answer = self.call_back(t, Operation::GetTask, &back_doc, cx).await?;
         let patch = patch_from_back(&answer, &t.upstream.config.name, &t.back.name)?;
-        self.apply(t, stored, patch).await
+        self.apply(t, stored, patch, cx).await
     }
 
     /// Folds `patch` into the task and stores it; a lost race is redone on the newer version.
@@ -433,6 +476,7 @@ impl Engine {
         t: &Translated,
         mut stored: Stored,
         patch: TaskPatch,
+        cx: &mut Cx<'_>,
     ) -> Result<Stored, ProxyError> {
         for _ in 0..UPDATE_ATTEMPTS {
             let mut task = stored.task.clone();
@@ -443,8 +487,18 @@ impl Engine {
                     version: stored.version,
                 });
             }
-            match self.store.update(&task, stored.version).await {
-                Ok(version) => return Ok(Stored { task, version }),
+            let settlement = self.settlement(t, &mut task, &seen.finished_steps);
+            match self
+                .store
+                .update_and_settle(&task, stored.version, &settlement)
+                .await
+            {
+                Ok((version, settled)) => {
+                    cx.spent.charged += settled.captured;
+                    self.metrics.credits("captured", settled.captured);
+                    self.metrics.credits("released", settled.released);
+                    return Ok(Stored { task, version });
+                }
                 Err(StoreError::Conflict) => {
                     stored = self
                         .store
@@ -461,14 +515,40 @@ impl Engine {
         ))
     }
 
+    /// What the steps that just finished cost (written onto the steps, so every front sees the
+    /// price), and whether the task's hold is to be released.
+    fn settlement(
+        &self,
+        t: &Translated,
+        task: &mut crate::task::Task,
+        finished: &[String],
+    ) -> Settlement {
+        let Some(price) = &t.price else {
+            return Settlement {
+                captures: Vec::new(),
+                release: task.status.is_terminal(),
+            };
+        };
+        let captures = credits::captures(price, t.back.steps, &task.steps, finished);
+        for c in &captures {
+            if let Some(step) = task.steps.iter_mut().find(|s| s.id == c.step_id) {
+                step.cost = c.amount;
+            }
+        }
+        task.cost = task.steps.iter().map(|s| s.cost).sum();
+        Settlement {
+            captures,
+            release: task.status.is_terminal(),
+        }
+    }
+
     /// For a front that answers with the result: polls the back, backing off, until the task
     /// ends or waits for input; 504 at the route's `sync_timeout`.
     async fn wait_until_settled(
         &self,
         t: &Translated,
         mut stored: Stored,
-        request_id: &str,
-        spent: &mut Spent,
+        cx: &mut Cx<'_>,
     ) -> Result<Stored, ProxyError> {
         let deadline = Instant::now() + t.settings.sync_timeout;
         let mut interval = t.settings.poll_interval;
@@ -489,8 +569,18 @@ impl Engine {
             }
             tokio::time::sleep(interval.min(deadline - now)).await;
             interval = (interval * 2).min(t.settings.poll_max_interval);
-            stored = self.refresh(t, stored, request_id, spent).await?;
+            stored = self.refresh(t, stored, cx).await?;
         }
+    }
+}
+
+/// The subject whose tasks a caller may see on this route: theirs, on routes with auth.
+fn cx_subject<'a>(t: &Translated, identity: Option<&'a Identity>) -> Option<&'a str> {
+    if t.owned {
+        // A route with auth always has an identity here; without one, nothing matches.
+        Some(identity.map_or("\u{0}", |i| i.subject.as_str()))
+    } else {
+        None
     }
 }
 

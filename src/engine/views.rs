@@ -110,8 +110,14 @@ pub fn error_doc(err: &ProxyError, request_id: &str) -> Value {
         "reason": reason,
         "request_id": request_id,
     });
-    if let ProxyError::InvalidInput { field_errors, .. } = err {
-        e["field_errors"] = json!(field_errors);
+    match err {
+        ProxyError::InvalidInput { field_errors, .. } => e["field_errors"] = json!(field_errors),
+        ProxyError::PaymentRequired { available, price } => {
+            e["available"] = json!(available);
+            e["price"] = json!(price);
+        }
+        ProxyError::RateLimited(r) => e["retry_after"] = json!(r.retry_after_secs()),
+        _ => {}
     }
     json!({ "error": e })
 }

@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::auth::Identity;
 use crate::error::ProxyError;
 use crate::metrics::InFlight;
 
@@ -12,6 +13,8 @@ pub struct RequestCtx {
     pub request_id: String,
     /// Index of the chosen route, once chosen.
     pub route: Option<usize>,
+    /// Who is calling, once their token is verified (routes with auth).
+    pub identity: Option<Identity>,
     pub started: Instant,
     /// When the upstream was chosen and when its response last made progress.
     pub upstream_started: Option<Instant>,
@@ -32,6 +35,7 @@ impl RequestCtx {
         RequestCtx {
             request_id: String::new(),
             route: None,
+            identity: None,
             started: Instant::now(),
             upstream_started: None,
             upstream_last: None,

@@ -16,6 +16,7 @@
 //!
 //! Passthrough routes never buffer a body: pingora streams each piece as it arrives.
 
+pub mod access;
 pub mod ctx;
 pub mod request_id;
 pub mod respond;
@@ -131,6 +132,11 @@ impl ProxyHttp for Proxy {
         let Some(index) = ctx.route else {
             return Ok(false);
         };
+        if let Some(route) = self.state.route(index) {
+            access::check(&self.state, index, route, session, ctx)
+                .await
+                .map_err(ProxyError::into_pingora)?;
+        }
         let (Some(t), Some(route)) = (self.state.translated(index), self.state.route(index)) else {
             return Ok(false);
         };
@@ -184,6 +190,13 @@ impl ProxyHttp for Proxy {
         upstream_request: &mut RequestHeader,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<()> {
+        if let Some(route) = ctx.route.and_then(|i| self.state.route(i)) {
+            // The client's token is for interlingua; the agent gets the route's own credential.
+            if route.access.auth {
+                upstream_request.remove_header(&http::header::AUTHORIZATION);
+            }
+            upstream::add_route_headers(upstream_request, &route.access, ctx.identity.as_ref())?;
+        }
         upstream_request.insert_header(request_id::HEADER, ctx.request_id.as_str())
     }
 
@@ -260,6 +273,15 @@ impl ProxyHttp for Proxy {
         let total = ctx.started.elapsed();
         let upstream = ctx.upstream_time();
         self.state.metrics.record(route, status, total, upstream);
+        if let Some(
+            e @ (ProxyError::Unauthorized(_)
+            | ProxyError::Forbidden { .. }
+            | ProxyError::PaymentRequired { .. }
+            | ProxyError::RateLimited(_)),
+        ) = &ctx.error
+        {
+            self.state.metrics.rejection(e.status());
+        }
         if !self.state.config.log.access_log {
             return;
         }

@@ -44,7 +44,12 @@ pub async fn error(
         | ProxyError::Unsupported { .. }
         | ProxyError::UpstreamInvalid { .. }
         | ProxyError::UpstreamRejected { .. }
+        | ProxyError::PaymentRequired { .. }
         | ProxyError::Store(_) => true,
+        // Refused before the body was read: only an empty one leaves nothing behind.
+        ProxyError::Unauthorized(_) | ProxyError::Forbidden { .. } | ProxyError::RateLimited(_) => {
+            session.is_body_empty()
+        }
         ProxyError::BodyTooLarge { .. }
         | ProxyError::BadRequest(_)
         | ProxyError::ClientTimeout
@@ -70,6 +75,9 @@ async fn write(
     header.insert_header(http::header::CONTENT_TYPE, "application/json")?;
     header.insert_header(http::header::CONTENT_LENGTH, body.len().to_string())?;
     header.insert_header(request_id::HEADER, ctx.request_id.as_str())?;
+    for (name, value) in error_headers(err) {
+        header.insert_header(name, value)?;
+    }
     if !session.is_body_empty() && !session.is_body_done() {
         // Unread request body: say the connection ends here rather than leave the client guessing.
         header.insert_header(http::header::CONNECTION, "close")?;
@@ -80,6 +88,46 @@ async fn write(
         .await?;
     session.write_response_body(Some(body), true).await?;
     Ok(())
+}
+
+/// The headers an error carries besides its body (RFC 6750 for auth, RFC 9110 `Retry-After` and
+/// draft-ietf-httpapi-ratelimit-headers for limits).
+fn error_headers(err: &ProxyError) -> Vec<(&'static str, String)> {
+    match err {
+        ProxyError::Unauthorized(e) if e.is_missing() => {
+            vec![("www-authenticate", "Bearer realm=\"interlingua\"".to_string())]
+        }
+        ProxyError::Unauthorized(e) => vec![(
+            "www-authenticate",
+            format!("Bearer realm=\"interlingua\", error=\"invalid_token\", error_description=\"{e}\""),
+        )],
+        ProxyError::Forbidden { .. } => vec![(
+            "www-authenticate",
+            "Bearer realm=\"interlingua\", error=\"insufficient_scope\", error_description=\"the token's plan may not use this route\"".to_string(),
+        )],
+        ProxyError::RateLimited(r) => vec![
+            ("retry-after", r.retry_after_secs().to_string()),
+            ("ratelimit-policy", r.policy_header()),
+            ("ratelimit", r.limit_header()),
+        ],
+        ProxyError::NoRoute { .. }
+        | ProxyError::BodyTooLarge { .. }
+        | ProxyError::BadRequest(_)
+        | ProxyError::ClientTimeout
+        | ProxyError::UpstreamFailed { .. }
+        | ProxyError::UpstreamTimeout { .. }
+        | ProxyError::NoOperation { .. }
+        | ProxyError::InvalidRequest(_)
+        | ProxyError::InvalidInput { .. }
+        | ProxyError::TaskNotFound(_)
+        | ProxyError::Conflict(_)
+        | ProxyError::Unsupported { .. }
+        | ProxyError::UpstreamInvalid { .. }
+        | ProxyError::UpstreamRejected { .. }
+        | ProxyError::PaymentRequired { .. }
+        | ProxyError::Store(_)
+        | ProxyError::Internal(_) => Vec::new(),
+    }
 }
 
 /// The JSON error body: the front dialect's shape when there is one, interlingua's otherwise.

@@ -145,6 +145,8 @@ mod tests {
                 poll_interval: Duration::from_secs(1),
                 poll_max_interval: Duration::from_secs(1),
             },
+            access: Default::default(),
+            price: None,
         }
     }
 

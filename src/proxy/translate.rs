@@ -54,11 +54,12 @@ pub async fn serve(
                 headers,
                 body,
                 request_id: &ctx.request_id,
+                identity: ctx.identity.as_ref(),
             },
             &mut spent,
         )
         .await;
-    ctx.upstream_spent = Some(spent.0);
+    ctx.upstream_spent = Some(spent.upstream);
     let answer = result?;
     let internal = |e: Box<pingora::Error>| ProxyError::Internal(e.to_string());
     let mut header = ResponseHeader::build(answer.status, Some(4)).map_err(internal)?;
@@ -71,6 +72,9 @@ pub async fn serve(
     header
         .insert_header(request_id::HEADER, ctx.request_id.as_str())
         .map_err(internal)?;
+    for (name, value) in answer.headers {
+        header.insert_header(name, value).map_err(internal)?;
+    }
     // Once the answer starts, a failure can only cut the connection; nothing to render.
     let _ = session.write_response_header(Box::new(header), false).await;
     let _ = session

@@ -186,3 +186,25 @@ impl UpstreamState {
         }
     }
 }
+
+/// Adds what a route sends every upstream request: its own credential for the agent, and the
+/// caller's verified subject and plan under the route's header names.
+pub fn add_route_headers(
+    h: &mut pingora::http::RequestHeader,
+    access: &crate::config::Access,
+    identity: Option<&crate::auth::Identity>,
+) -> pingora::Result<()> {
+    if let Some(cred) = &access.upstream_auth {
+        h.insert_header(cred.header.clone(), cred.value.as_str())?;
+    }
+    if let (Some(names), Some(id)) = (&access.identity_headers, identity) {
+        h.insert_header(names.subject.clone(), id.subject.as_str())?;
+        match &id.plan {
+            Some(plan) => h.insert_header(names.plan.clone(), plan.as_str())?,
+            None => {
+                h.remove_header(names.plan.as_str());
+            }
+        }
+    }
+    Ok(())
+}

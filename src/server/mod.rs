@@ -38,8 +38,8 @@ pub enum StartError {
     },
     #[error("cannot set up TLS for {address}: {detail}")]
     Tls { address: SocketAddr, detail: String },
-    #[error("cannot open the task store: {0}")]
-    Store(crate::task::StoreError),
+    #[error("{0}")]
+    State(String),
 }
 
 /// A running interlingua: listeners bound, services accepting.
@@ -136,7 +136,7 @@ impl Server {
         })?;
 
         let threads = config.server.threads;
-        let state = State::new(config, dialects).map_err(StartError::Store)?;
+        let state = State::new(config, dialects).map_err(StartError::State)?;
         let fds: ListenFds = Arc::new(parking_lot::Mutex::new(Fds::new()));
         let pingora_conf = Arc::new(ServerConf {
             threads,
@@ -163,6 +163,17 @@ impl Server {
         });
 
         runtime.spawn(state.upstreams.clone().keep_resolved());
+        runtime.spawn(state.watcher.clone().run());
+        let housekeeping = state.clone();
+        runtime.spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+            loop {
+                tick.tick().await;
+                for l in &housekeeping.limits {
+                    l.forget_idle();
+                }
+            }
+        });
 
         tracing::info!(
             proxy = ?bound.proxy_addrs,

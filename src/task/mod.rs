@@ -1,5 +1,6 @@
 //! Tasks: the canonical model, how observations fold into it, timestamps, and the store.
 
+mod ledger;
 pub mod model;
 pub mod observe;
 pub mod store;

@@ -1,7 +1,9 @@
-//! The task store: one interface ([`TaskStore`]) and its embedded implementation on SQLite (WAL),
-//! in the data directory. A PostgreSQL implementation for several proxies sharing state will
-//! implement the same interface; nothing here relies on being the only process (updates are
-//! conditional on the version read, so concurrent writers never lose each other's changes).
+//! The task store and credit ledger: one interface ([`TaskStore`]) and its embedded implementation
+//! on SQLite (WAL), in the data directory. A PostgreSQL implementation for several proxies sharing
+//! state will implement the same interface; nothing here relies on being the only process: task
+//! updates are conditional on the version read, and every credit movement happens in the same
+//! transaction as the task change that causes it, guarded by unique keys (one hold and one release
+//! per task, one capture per task and step), so nothing is charged twice and nothing is lost.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -10,7 +12,9 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::ledger;
 use super::model::{Status, Task};
+pub use crate::credits::{Account, Balance, Hold, LedgerRow, Settled, Settlement};
 
 /// Why the store could not do what was asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -18,6 +22,9 @@ pub enum StoreError {
     /// The task changed since it was read; read it again and retry.
     #[error("the task was changed by someone else")]
     Conflict,
+    /// The account cannot cover the amount.
+    #[error("the balance ({available}) cannot cover {needed} credits")]
+    Insufficient { available: i64, needed: u64 },
     #[error("a task with id `{0}` already exists")]
     Duplicate(String),
     #[error("task store: {0}")]
@@ -43,15 +50,47 @@ pub struct TaskQuery {
     pub page_size: u32,
 }
 
-/// Where tasks live.
+/// Where tasks and credits live.
 #[async_trait]
 pub trait TaskStore: Send + Sync {
-    /// Stores a new task (version 1).
-    async fn insert(&self, task: &Task) -> Result<(), StoreError>;
+    /// Stores a new task (version 1) and, in the same transaction, holds credits for it;
+    /// [`StoreError::Insufficient`] when the account cannot cover the hold.
+    async fn insert_with_hold(&self, task: &Task, hold: Option<&Hold>) -> Result<(), StoreError>;
     /// The task with this id, if any.
     async fn get(&self, id: &str) -> Result<Option<Stored>, StoreError>;
+    /// Replaces the task if it is still at `version` and, in the same transaction, captures the
+    /// settlement's steps (each at most once, ever) and releases the rest of the hold when asked.
+    /// Returns the new version and what moved.
+    async fn update_and_settle(
+        &self,
+        task: &Task,
+        version: i64,
+        settlement: &Settlement,
+    ) -> Result<(i64, Settled), StoreError>;
+    /// Stores a new task, without credits.
+    async fn insert(&self, task: &Task) -> Result<(), StoreError> {
+        self.insert_with_hold(task, None).await
+    }
     /// Replaces the task if it is still at `version`; returns the new version.
-    async fn update(&self, task: &Task, version: i64) -> Result<i64, StoreError>;
+    async fn update(&self, task: &Task, version: i64) -> Result<i64, StoreError> {
+        self.update_and_settle(task, version, &Settlement::default())
+            .await
+            .map(|(v, _)| v)
+    }
+    /// Adds `amount` credits to an account (a negative amount revokes, never below what is
+    /// available); returns the balance after.
+    async fn grant(
+        &self,
+        account: &Account,
+        amount: i64,
+        note: Option<&str>,
+    ) -> Result<Balance, StoreError>;
+    /// An account's balance.
+    async fn balance(&self, account: &Account) -> Result<Balance, StoreError>;
+    /// An account's ledger rows, newest first.
+    async fn history(&self, account: &Account, limit: u32) -> Result<Vec<LedgerRow>, StoreError>;
+    /// The balance recomputed from the ledger rows alone (it must equal [`TaskStore::balance`]).
+    async fn recompute(&self, account: &Account) -> Result<Balance, StoreError>;
     /// Tasks matching the query, newest first, and how many match in all.
     async fn search(&self, query: &TaskQuery) -> Result<(Vec<Task>, u64), StoreError>;
     /// Every task that has not ended, oldest first (for watchers resuming after a restart).
@@ -79,6 +118,39 @@ CREATE TABLE IF NOT EXISTS tasks (
 );
 CREATE INDEX IF NOT EXISTS tasks_unfinished ON tasks (created_at) WHERE terminal = 0;
 CREATE INDEX IF NOT EXISTS tasks_by_route ON tasks (route, subject, created_at);
+
+CREATE TABLE IF NOT EXISTS accounts (
+    plan     TEXT NOT NULL,
+    subject  TEXT NOT NULL,
+    granted  INTEGER NOT NULL DEFAULT 0,
+    captured INTEGER NOT NULL DEFAULT 0,
+    held     INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (plan, subject)
+);
+CREATE TABLE IF NOT EXISTS holds (
+    task_id   TEXT PRIMARY KEY,
+    plan      TEXT NOT NULL,
+    subject   TEXT NOT NULL,
+    amount    INTEGER NOT NULL,
+    remaining INTEGER NOT NULL,
+    open      INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ledger (
+    seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+    at        TEXT NOT NULL,
+    plan      TEXT NOT NULL,
+    subject   TEXT NOT NULL,
+    kind      TEXT NOT NULL,
+    amount    INTEGER NOT NULL,
+    from_hold INTEGER NOT NULL DEFAULT 0,
+    task_id   TEXT,
+    step_id   TEXT,
+    note      TEXT
+);
+CREATE UNIQUE INDEX IF NOT EXISTS ledger_hold_once ON ledger (task_id) WHERE kind = 'hold';
+CREATE UNIQUE INDEX IF NOT EXISTS ledger_capture_once ON ledger (task_id, step_id) WHERE kind = 'capture';
+CREATE UNIQUE INDEX IF NOT EXISTS ledger_release_once ON ledger (task_id) WHERE kind = 'release';
+CREATE INDEX IF NOT EXISTS ledger_by_account ON ledger (plan, subject, seq);
 ";
 
 impl SqliteStore {
@@ -119,7 +191,7 @@ impl SqliteStore {
     }
 }
 
-fn backend(e: rusqlite::Error) -> StoreError {
+pub(crate) fn backend(e: rusqlite::Error) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
@@ -133,11 +205,15 @@ fn decode(doc: &str) -> Result<Task, StoreError> {
 
 #[async_trait]
 impl TaskStore for SqliteStore {
-    async fn insert(&self, task: &Task) -> Result<(), StoreError> {
+    async fn insert_with_hold(&self, task: &Task, hold: Option<&Hold>) -> Result<(), StoreError> {
         let t = task.clone();
         let doc = encode(task)?;
+        let hold = hold.cloned();
         self.with(move |c| {
-            let r = c.execute(
+            let tx = c
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(backend)?;
+            let r = tx.execute(
                 "INSERT INTO tasks (id, route, subject, status, name, upstream_id, terminal, created_at, updated_at, version, doc)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10)",
                 params![
@@ -154,12 +230,24 @@ impl TaskStore for SqliteStore {
                 ],
             );
             match r {
-                Ok(_) => Ok(()),
+                Ok(_) => {}
                 Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
-                    Err(StoreError::Duplicate(t.id.clone()))
+                    return Err(StoreError::Duplicate(t.id.clone()));
                 }
-                Err(e) => Err(backend(e)),
+                Err(e) => return Err(backend(e)),
             }
+            if let Some(h) = hold.filter(|h| h.amount > 0) {
+                let account = Account::new(&h.plan, &h.subject);
+                let balance = ledger::balance(&tx, &account)?;
+                if balance.available() < h.amount as i64 {
+                    return Err(StoreError::Insufficient {
+                        available: balance.available(),
+                        needed: h.amount,
+                    });
+                }
+                ledger::hold(&tx, &t.id, &account, h.amount)?;
+            }
+            tx.commit().map_err(backend)
         })
         .await
     }
@@ -184,11 +272,20 @@ impl TaskStore for SqliteStore {
         .await
     }
 
-    async fn update(&self, task: &Task, version: i64) -> Result<i64, StoreError> {
+    async fn update_and_settle(
+        &self,
+        task: &Task,
+        version: i64,
+        settlement: &Settlement,
+    ) -> Result<(i64, Settled), StoreError> {
         let t = task.clone();
         let doc = encode(task)?;
+        let settlement = settlement.clone();
         self.with(move |c| {
-            let n = c
+            let tx = c
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(backend)?;
+            let n = tx
                 .execute(
                     "UPDATE tasks SET status = ?1, name = ?2, upstream_id = ?3, terminal = ?4, updated_at = ?5,
                             version = version + 1, doc = ?6
@@ -205,13 +302,49 @@ impl TaskStore for SqliteStore {
                     ],
                 )
                 .map_err(backend)?;
-            if n == 1 {
-                Ok(version + 1)
-            } else {
-                Err(StoreError::Conflict)
+            if n != 1 {
+                return Err(StoreError::Conflict);
             }
+            let settled = ledger::settle(&tx, &t.id, &settlement)?;
+            tx.commit().map_err(backend)?;
+            Ok((version + 1, settled))
         })
         .await
+    }
+
+    async fn grant(
+        &self,
+        account: &Account,
+        amount: i64,
+        note: Option<&str>,
+    ) -> Result<Balance, StoreError> {
+        let account = account.clone();
+        let note = note.map(str::to_string);
+        self.with(move |c| {
+            let tx = c
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(backend)?;
+            let b = ledger::grant(&tx, &account, amount, note.as_deref())?;
+            tx.commit().map_err(backend)?;
+            Ok(b)
+        })
+        .await
+    }
+
+    async fn balance(&self, account: &Account) -> Result<Balance, StoreError> {
+        let account = account.clone();
+        self.with(move |c| ledger::balance(c, &account)).await
+    }
+
+    async fn history(&self, account: &Account, limit: u32) -> Result<Vec<LedgerRow>, StoreError> {
+        let account = account.clone();
+        self.with(move |c| ledger::history(c, &account, limit))
+            .await
+    }
+
+    async fn recompute(&self, account: &Account) -> Result<Balance, StoreError> {
+        let account = account.clone();
+        self.with(move |c| ledger::recompute(c, &account)).await
     }
 
     async fn search(&self, q: &TaskQuery) -> Result<(Vec<Task>, u64), StoreError> {

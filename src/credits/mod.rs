@@ -1,0 +1,209 @@
+//! Credits: accounts per (plan, subject), the ledger's rows, and what a task's steps cost.
+//!
+//! The money rules, in one place:
+//! - creating a task holds the route's `price.hold` (402 when the available balance cannot);
+//! - each step that completes is captured once, ever: the route's `price.step`, or the cost the
+//!   agent reports, clamped to [`min`, `max`]; a failed step costs `price.failed` (default 0); a
+//!   back without steps of its own (MIP-003) is charged once, for its final step;
+//! - a capture comes out of the task's hold first, then out of the available balance, and never
+//!   takes the balance below zero (what could not be covered is noted on the row);
+//! - when the task ends, what is left of its hold is released.
+//!
+//! available = granted − captured − held, and every number is recomputable from the rows.
+
+use serde::Serialize;
+
+use crate::config::{Price, PriceFrom};
+use crate::task::{Status, Step, StepSource};
+
+/// Whose credits: a plan and a subject.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Account {
+    pub plan: String,
+    pub subject: String,
+}
+
+impl Account {
+    pub fn new(plan: &str, subject: &str) -> Account {
+        Account {
+            plan: plan.to_string(),
+            subject: subject.to_string(),
+        }
+    }
+}
+
+/// An account's standing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Balance {
+    pub plan: String,
+    pub subject: String,
+    /// Granted, net of revocations.
+    pub granted: i64,
+    /// Charged for completed steps.
+    pub captured: i64,
+    /// Reserved by tasks still running.
+    pub held: i64,
+}
+
+impl Balance {
+    /// What new tasks may still hold.
+    pub fn available(&self) -> i64 {
+        self.granted - self.captured - self.held
+    }
+}
+
+/// One movement of credits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LedgerRow {
+    pub seq: i64,
+    pub at: String,
+    pub plan: String,
+    pub subject: String,
+    /// `grant`, `revoke`, `hold`, `capture` or `release`.
+    pub kind: String,
+    pub amount: i64,
+    /// For a capture: how much of it came out of the task's hold.
+    pub from_hold: i64,
+    pub task_id: Option<String>,
+    pub step_id: Option<String>,
+    pub note: Option<String>,
+}
+
+/// Credits to reserve for a new task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hold {
+    pub plan: String,
+    pub subject: String,
+    pub amount: u64,
+}
+
+/// One step to charge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capture {
+    pub step_id: String,
+    pub amount: u64,
+}
+
+/// What a task update settles.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settlement {
+    pub captures: Vec<Capture>,
+    /// The task has ended: release what is left of its hold.
+    pub release: bool,
+}
+
+impl Settlement {
+    pub fn is_empty(&self) -> bool {
+        self.captures.is_empty() && !self.release
+    }
+}
+
+/// What a settlement moved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Settled {
+    /// Credits charged now (0 for steps already charged before).
+    pub captured: u64,
+    pub released: u64,
+}
+
+/// The cost of a step that just finished, under the route's price.
+pub fn step_cost(price: &Price, step: &Step) -> u64 {
+    if step.status == Status::Failed {
+        return price.failed;
+    }
+    match price.from {
+        PriceFrom::Route => price.step,
+        PriceFrom::Agent => step.cost.clamp(price.min, price.max),
+    }
+}
+
+/// The captures for the steps that finished in an observation. A back without steps of its own
+/// is one unit of work: only its final step costs anything.
+pub fn captures(
+    price: &Price,
+    source: StepSource,
+    steps: &[Step],
+    finished: &[String],
+) -> Vec<Capture> {
+    steps
+        .iter()
+        .filter(|s| finished.contains(&s.id))
+        .filter(|s| source == StepSource::Native || s.is_last)
+        .map(|s| Capture {
+            step_id: s.id.clone(),
+            amount: step_cost(price, s),
+        })
+        .filter(|c| c.amount > 0)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Utc;
+
+    fn price(from: PriceFrom) -> Price {
+        Price {
+            hold: 10,
+            step: 3,
+            min: 1,
+            max: 5,
+            from,
+            failed: 0,
+        }
+    }
+
+    fn step(status: Status, cost: u64, is_last: bool) -> Step {
+        let now = Utc::now();
+        Step {
+            id: uuid::Uuid::new_v4().to_string(),
+            task_id: "t".into(),
+            upstream_id: None,
+            order: 1,
+            name: None,
+            status,
+            predecessor: None,
+            is_last,
+            input: Default::default(),
+            output: Default::default(),
+            cost,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    #[test]
+    fn costs_come_from_the_route_or_the_agent_within_bounds() {
+        let ok = step(Status::Completed, 9, true);
+        assert_eq!(step_cost(&price(PriceFrom::Route), &ok), 3);
+        assert_eq!(
+            step_cost(&price(PriceFrom::Agent), &ok),
+            5,
+            "clamped to max"
+        );
+        assert_eq!(
+            step_cost(&price(PriceFrom::Agent), &step(Status::Completed, 0, true)),
+            1,
+            "clamped to min"
+        );
+        assert_eq!(
+            step_cost(&price(PriceFrom::Route), &step(Status::Failed, 9, true)),
+            0
+        );
+    }
+
+    #[test]
+    fn synthesized_steps_cost_once_for_the_final_step() {
+        let steps = vec![
+            step(Status::Completed, 0, false),
+            step(Status::Completed, 0, true),
+        ];
+        let finished: Vec<String> = steps.iter().map(|s| s.id.clone()).collect();
+        let p = price(PriceFrom::Route);
+        assert_eq!(
+            captures(&p, StepSource::Synthesized, &steps, &finished).len(),
+            1
+        );
+        assert_eq!(captures(&p, StepSource::Native, &steps, &finished).len(), 2);
+    }
+}

@@ -1,0 +1,168 @@
+//! The watcher: interlingua follows every task it started until the task ends, polling the back
+//! with backoff, so credits settle even when the client never polls again. After a restart it
+//! picks up every unfinished task from the store.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Notify, Semaphore};
+use tokio::time::Instant;
+
+use super::{Cx, Engine, Spent, Translated};
+use crate::task::Operation;
+
+/// How many tasks are refreshed at the same time.
+const CONCURRENCY: usize = 16;
+
+/// Follows unfinished tasks until they end.
+pub struct Watcher {
+    engine: Arc<Engine>,
+    /// Translated routes by name.
+    routes: HashMap<String, Arc<Translated>>,
+    /// When each watched task is next due, and its current interval.
+    queue: parking_lot::Mutex<Schedule>,
+    wake: Notify,
+}
+
+#[derive(Default)]
+struct Schedule {
+    due: BinaryHeap<Reverse<(Instant, String)>>,
+    /// Per watched task: its route's longest interval, and its current interval.
+    watched: HashMap<String, (Duration, Duration)>,
+}
+
+impl Watcher {
+    pub fn new(
+        engine: Arc<Engine>,
+        routes: impl IntoIterator<Item = Arc<Translated>>,
+    ) -> Arc<Watcher> {
+        Arc::new(Watcher {
+            engine,
+            routes: routes.into_iter().map(|t| (t.route.clone(), t)).collect(),
+            queue: parking_lot::Mutex::new(Schedule::default()),
+            wake: Notify::new(),
+        })
+    }
+
+    /// Starts following a task (its first check after the route's poll interval).
+    pub fn watch(&self, task_id: &str, route: &str) {
+        let Some(t) = self.routes.get(route) else {
+            return;
+        };
+        if t.back.op(Operation::GetTask).is_none() {
+            // A back that cannot be asked finishes its tasks through the background executor.
+            return;
+        }
+        let first = t.settings.poll_interval;
+        let max = t.settings.poll_max_interval;
+        let mut q = self.queue.lock();
+        if q.watched
+            .insert(task_id.to_string(), (max, first))
+            .is_none()
+        {
+            q.due
+                .push(Reverse((Instant::now() + first, task_id.to_string())));
+        }
+        drop(q);
+        self.wake.notify_one();
+    }
+
+    /// How many tasks are being followed.
+    pub fn watching(&self) -> usize {
+        self.queue.lock().watched.len()
+    }
+
+    /// Follows tasks until the runtime stops: first every unfinished task in the store, then each
+    /// new one as it is created.
+    pub async fn run(self: Arc<Self>) {
+        match self.engine.store.unfinished().await {
+            Ok(tasks) => {
+                if !tasks.is_empty() {
+                    tracing::info!(tasks = tasks.len(), "resuming unfinished tasks");
+                }
+                for t in tasks {
+                    self.watch(&t.id, &t.route);
+                }
+            }
+            Err(e) => tracing::error!("cannot list unfinished tasks: {e}"),
+        }
+        let permits = Arc::new(Semaphore::new(CONCURRENCY));
+        loop {
+            let next = self.queue.lock().due.peek().map(|Reverse((at, _))| *at);
+            match next {
+                None => self.wake.notified().await,
+                Some(at) if at > Instant::now() => {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(at) => {}
+                        _ = self.wake.notified() => {}
+                    }
+                }
+                Some(_) => {
+                    let Some(Reverse((_, id))) = self.queue.lock().due.pop() else {
+                        continue;
+                    };
+                    let Ok(permit) = permits.clone().acquire_owned().await else {
+                        return;
+                    };
+                    let me = self.clone();
+                    tokio::spawn(async move {
+                        let again = me.check(&id).await;
+                        me.reschedule(&id, again);
+                        drop(permit);
+                    });
+                }
+            }
+        }
+    }
+
+    /// Refreshes one task; `true` while it has not ended.
+    async fn check(&self, id: &str) -> bool {
+        let stored = match self.engine.store.get(id).await {
+            Ok(Some(s)) => s,
+            Ok(None) => return false,
+            Err(e) => {
+                tracing::warn!(task = id, "watcher: {e}");
+                return true;
+            }
+        };
+        if stored.task.status.is_terminal() {
+            return false;
+        }
+        let Some(t) = self.routes.get(&stored.task.route) else {
+            tracing::warn!(task = id, route = %stored.task.route, "watcher: the task's route is no longer configured");
+            return false;
+        };
+        let mut spent = Spent::default();
+        let request_id = format!("watch-{id}");
+        let mut cx = Cx {
+            request_id: &request_id,
+            identity: None,
+            spent: &mut spent,
+        };
+        match self.engine.refresh(t, stored, &mut cx).await {
+            Ok(s) => !s.task.status.is_terminal(),
+            Err(e) => {
+                tracing::debug!(task = id, "watcher: {e}");
+                true
+            }
+        }
+    }
+
+    fn reschedule(&self, id: &str, again: bool) {
+        let mut q = self.queue.lock();
+        if !again {
+            q.watched.remove(id);
+            return;
+        }
+        let Some((max, interval)) = q.watched.get_mut(id) else {
+            return;
+        };
+        *interval = (*interval * 2).min(*max);
+        let next = Instant::now() + *interval;
+        q.due.push(Reverse((next, id.to_string())));
+        drop(q);
+        self.wake.notify_one();
+    }
+}

@@ -1,0 +1,195 @@
+//! Rate limits, with `governor` (GCRA): per subject per route, per route overall, and per client
+//! address. A refused request gets the wait until it would be allowed, and the policy that refused
+//! it, for the `Retry-After`, `RateLimit-Policy` and `RateLimit` headers.
+
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use governor::clock::{Clock, DefaultClock};
+use governor::middleware::NoOpMiddleware;
+use governor::state::keyed::DefaultKeyedStateStore;
+use governor::state::{InMemoryState, NotKeyed};
+use governor::RateLimiter;
+
+use crate::config::{Quota, RateLimits};
+
+/// Which limit refused a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// `subject`, `route` or `client`.
+    pub policy: &'static str,
+    pub quota: Quota,
+    /// How long until the request would be allowed.
+    pub retry_after: Duration,
+}
+
+type Keyed<K, C> =
+    RateLimiter<K, DefaultKeyedStateStore<K>, C, NoOpMiddleware<<C as Clock>::Instant>>;
+type Direct<C> = RateLimiter<NotKeyed, InMemoryState, C, NoOpMiddleware<<C as Clock>::Instant>>;
+
+/// The limits of one route.
+pub struct RouteLimits<C: Clock = DefaultClock> {
+    clock: C,
+    per_subject: Option<(Quota, Keyed<String, C>)>,
+    route: Option<(Quota, Direct<C>)>,
+    per_client: Option<(Quota, Keyed<IpAddr, C>)>,
+}
+
+fn governor_quota(q: &Quota) -> governor::Quota {
+    let per_cell = q.per / q.count.max(1);
+    let burst = NonZeroU32::new(q.burst.max(1)).unwrap_or(NonZeroU32::MIN);
+    governor::Quota::with_period(per_cell.max(Duration::from_nanos(1)))
+        .unwrap_or_else(|| governor::Quota::per_second(NonZeroU32::MIN))
+        .allow_burst(burst)
+}
+
+impl RouteLimits<DefaultClock> {
+    pub fn new(limits: &RateLimits) -> RouteLimits<DefaultClock> {
+        RouteLimits::with_clock(limits, DefaultClock::default())
+    }
+}
+
+impl<C: Clock + Clone> RouteLimits<C> {
+    /// The limits, on a given clock (tests use a fake one).
+    pub fn with_clock(limits: &RateLimits, clock: C) -> RouteLimits<C> {
+        RouteLimits {
+            per_subject: limits.per_subject.as_ref().map(|q| {
+                (
+                    q.clone(),
+                    RateLimiter::dashmap_with_clock(governor_quota(q), clock.clone()),
+                )
+            }),
+            route: limits.route.as_ref().map(|q| {
+                (
+                    q.clone(),
+                    RateLimiter::direct_with_clock(governor_quota(q), clock.clone()),
+                )
+            }),
+            per_client: limits.per_client.as_ref().map(|q| {
+                (
+                    q.clone(),
+                    RateLimiter::dashmap_with_clock(governor_quota(q), clock.clone()),
+                )
+            }),
+            clock,
+        }
+    }
+
+    /// Counts one request; `Err` when a limit refuses it. The per-client limit applies only to
+    /// requests without a subject (routes without auth).
+    pub fn check(&self, subject: Option<&str>, client: Option<IpAddr>) -> Result<(), Refusal> {
+        let now = self.clock.now();
+        let refuse = |policy, quota: &Quota, wait: Duration| Refusal {
+            policy,
+            quota: quota.clone(),
+            retry_after: wait,
+        };
+        if let (Some((q, limiter)), Some(s)) = (&self.per_subject, subject) {
+            limiter
+                .check_key(&s.to_string())
+                .map_err(|n| refuse("subject", q, n.wait_time_from(now)))?;
+        }
+        if let (Some((q, limiter)), None, Some(ip)) = (&self.per_client, subject, client) {
+            limiter
+                .check_key(&ip)
+                .map_err(|n| refuse("client", q, n.wait_time_from(now)))?;
+        }
+        if let Some((q, limiter)) = &self.route {
+            limiter
+                .check()
+                .map_err(|n| refuse("route", q, n.wait_time_from(now)))?;
+        }
+        Ok(())
+    }
+
+    /// Forgets keys that are back to a full bucket, so the maps do not grow without bound.
+    pub fn forget_idle(&self) {
+        if let Some((_, l)) = &self.per_subject {
+            l.retain_recent();
+        }
+        if let Some((_, l)) = &self.per_client {
+            l.retain_recent();
+        }
+    }
+}
+
+impl Refusal {
+    /// `Retry-After`: whole seconds, rounded up (a client told 0 would retry at once).
+    pub fn retry_after_secs(&self) -> u64 {
+        let s = self.retry_after.as_secs();
+        if self.retry_after.subsec_nanos() > 0 || s == 0 {
+            s + 1
+        } else {
+            s
+        }
+    }
+
+    /// The `RateLimit-Policy` value (draft-ietf-httpapi-ratelimit-headers):
+    /// `"subject";q=10;w=1`, and the burst when it differs.
+    pub fn policy_header(&self) -> String {
+        format!(
+            "\"{}\";q={};w={}",
+            self.policy,
+            self.quota.count,
+            self.quota.per.as_secs().max(1)
+        )
+    }
+
+    /// The `RateLimit` value: nothing remains, and when the next request would pass.
+    pub fn limit_header(&self) -> String {
+        format!("\"{}\";r=0;t={}", self.policy, self.retry_after_secs())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use governor::clock::FakeRelativeClock;
+
+    fn limits(subject: &str) -> RateLimits {
+        RateLimits {
+            per_subject: Some(crate::config::parse_quota(subject).unwrap()),
+            route: None,
+            per_client: None,
+        }
+    }
+
+    #[test]
+    fn a_burst_over_the_limit_waits_for_the_next_cell() {
+        let clock = FakeRelativeClock::default();
+        let l = RouteLimits::with_clock(&limits("1/m, burst 2"), clock.clone());
+        assert!(l.check(Some("alice"), None).is_ok());
+        assert!(l.check(Some("alice"), None).is_ok());
+        let refused = l.check(Some("alice"), None).unwrap_err();
+        assert_eq!(refused.policy, "subject");
+        assert_eq!(refused.retry_after, Duration::from_secs(60));
+        assert_eq!(refused.retry_after_secs(), 60);
+        assert_eq!(refused.policy_header(), "\"subject\";q=1;w=60");
+        assert_eq!(refused.limit_header(), "\"subject\";r=0;t=60");
+        // Another subject has its own bucket.
+        assert!(l.check(Some("bob"), None).is_ok());
+        // A minute later one more is allowed, and only one.
+        clock.advance(Duration::from_secs(60));
+        assert!(l.check(Some("alice"), None).is_ok());
+        assert!(l.check(Some("alice"), None).is_err());
+    }
+
+    #[test]
+    fn clients_without_a_subject_are_limited_by_address_and_all_by_route() {
+        let clock = FakeRelativeClock::default();
+        let cfg = RateLimits {
+            per_subject: None,
+            route: Some(crate::config::parse_quota("3/s").unwrap()),
+            per_client: Some(crate::config::parse_quota("1/s").unwrap()),
+        };
+        let l = RouteLimits::with_clock(&cfg, clock);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        assert!(l.check(None, Some(a)).is_ok());
+        assert_eq!(l.check(None, Some(a)).unwrap_err().policy, "client");
+        assert!(l.check(None, Some(b)).is_ok());
+        assert!(l.check(Some("s"), Some(b)).is_ok());
+        assert_eq!(l.check(Some("t"), Some(b)).unwrap_err().policy, "route");
+    }
+}

@@ -1,0 +1,53 @@
+//! Who may call a route, and how often: the bearer token, the plan, the rate limits. All of it is
+//! checked in `request_filter`, before any byte goes upstream.
+
+use pingora::proxy::Session;
+
+use super::ctx::RequestCtx;
+use crate::config::Route;
+use crate::error::ProxyError;
+use crate::state::State;
+
+/// Authenticates the caller (routes with auth), checks the plan, and counts the request against
+/// the route's rate limits.
+pub async fn check(
+    state: &State,
+    index: usize,
+    route: &Route,
+    session: &Session,
+    ctx: &mut RequestCtx,
+) -> Result<(), ProxyError> {
+    if route.access.auth {
+        let auth = state.auth.as_ref().ok_or_else(|| {
+            ProxyError::Internal("the route requires auth, but none is configured".to_string())
+        })?;
+        let header = session
+            .req_header()
+            .headers
+            .get(http::header::AUTHORIZATION)
+            .map(|v| v.as_bytes());
+        let identity = auth
+            .verify(header)
+            .await
+            .map_err(ProxyError::Unauthorized)?;
+        let plans = &route.access.plans;
+        if !plans.is_empty() && !identity.plan.as_ref().is_some_and(|p| plans.contains(p)) {
+            return Err(ProxyError::Forbidden {
+                plan: identity.plan,
+                allowed: plans.clone(),
+            });
+        }
+        ctx.identity = Some(identity);
+    }
+    let client = session
+        .client_addr()
+        .and_then(|a| a.as_inet())
+        .map(|a| a.ip());
+    if let Some(limits) = state.limits.get(index) {
+        let subject = ctx.identity.as_ref().map(|i| i.subject.as_str());
+        limits
+            .check(subject, client)
+            .map_err(ProxyError::RateLimited)?;
+    }
+    Ok(())
+}

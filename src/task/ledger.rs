@@ -1,0 +1,221 @@
+//! The credit ledger's SQL, run inside the store's transactions.
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::store::{backend, StoreError};
+use crate::credits::{Account, Balance, LedgerRow, Settled, Settlement};
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn row(
+    c: &Connection,
+    account: &Account,
+    kind: &str,
+    amount: i64,
+    from_hold: i64,
+    task: Option<&str>,
+    step: Option<&str>,
+    note: Option<&str>,
+) -> Result<bool, StoreError> {
+    // OR IGNORE: the unique keys (one hold, one release per task; one capture per task and step)
+    // turn a repeat into a no-op.
+    let n = c
+        .execute(
+            "INSERT OR IGNORE INTO ledger (at, plan, subject, kind, amount, from_hold, task_id, step_id, note)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![now(), account.plan, account.subject, kind, amount, from_hold, task, step, note],
+        )
+        .map_err(backend)?;
+    Ok(n == 1)
+}
+
+/// The account's balance (zero for an account never seen).
+pub fn balance(c: &Connection, a: &Account) -> Result<Balance, StoreError> {
+    let found: Option<(i64, i64, i64)> = c
+        .query_row(
+            "SELECT granted, captured, held FROM accounts WHERE plan = ?1 AND subject = ?2",
+            params![a.plan, a.subject],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()
+        .map_err(backend)?;
+    let (granted, captured, held) = found.unwrap_or((0, 0, 0));
+    Ok(Balance {
+        plan: a.plan.clone(),
+        subject: a.subject.clone(),
+        granted,
+        captured,
+        held,
+    })
+}
+
+fn adjust(
+    c: &Connection,
+    a: &Account,
+    granted: i64,
+    captured: i64,
+    held: i64,
+) -> Result<(), StoreError> {
+    c.execute(
+        "INSERT INTO accounts (plan, subject, granted, captured, held) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (plan, subject) DO UPDATE SET granted = granted + ?3, captured = captured + ?4, held = held + ?5",
+        params![a.plan, a.subject, granted, captured, held],
+    )
+    .map_err(backend)?;
+    Ok(())
+}
+
+/// Grants (or, negative, revokes) credits.
+pub fn grant(
+    c: &Connection,
+    a: &Account,
+    amount: i64,
+    note: Option<&str>,
+) -> Result<Balance, StoreError> {
+    if amount < 0 {
+        let b = balance(c, a)?;
+        if b.available() < -amount {
+            return Err(StoreError::Insufficient {
+                available: b.available(),
+                needed: amount.unsigned_abs(),
+            });
+        }
+    }
+    let kind = if amount < 0 { "revoke" } else { "grant" };
+    row(c, a, kind, amount.abs(), 0, None, None, note)?;
+    adjust(c, a, amount, 0, 0)?;
+    balance(c, a)
+}
+
+/// Holds credits for a new task (the caller has checked the balance in the same transaction).
+pub fn hold(c: &Connection, task: &str, a: &Account, amount: u64) -> Result<(), StoreError> {
+    let amount = amount as i64;
+    if !row(c, a, "hold", amount, 0, Some(task), None, None)? {
+        return Ok(());
+    }
+    c.execute(
+        "INSERT INTO holds (task_id, plan, subject, amount, remaining, open) VALUES (?1, ?2, ?3, ?4, ?4, 1)",
+        params![task, a.plan, a.subject, amount],
+    )
+    .map_err(backend)?;
+    adjust(c, a, 0, 0, amount)
+}
+
+/// Captures and releases for one task.
+pub fn settle(c: &Connection, task: &str, s: &Settlement) -> Result<Settled, StoreError> {
+    let mut settled = Settled::default();
+    if s.is_empty() {
+        return Ok(settled);
+    }
+    let hold: Option<(String, String, i64, bool)> = c
+        .query_row(
+            "SELECT plan, subject, remaining, open FROM holds WHERE task_id = ?1",
+            [task],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .optional()
+        .map_err(backend)?;
+    // Credits belong to the account that held them; a task without a hold is free.
+    let Some((plan, subject, mut remaining, open)) = hold else {
+        return Ok(settled);
+    };
+    let account = Account::new(&plan, &subject);
+    for cap in &s.captures {
+        let amount = cap.amount as i64;
+        let from_hold = amount.min(if open { remaining } else { 0 });
+        let available = balance(c, &account)?.available().max(0);
+        let charged = from_hold + (amount - from_hold).min(available);
+        let note = (charged < amount)
+            .then(|| format!("{} credits not covered by the balance", amount - charged));
+        if !row(
+            c,
+            &account,
+            "capture",
+            charged,
+            from_hold,
+            Some(task),
+            Some(&cap.step_id),
+            note.as_deref(),
+        )? {
+            continue;
+        }
+        adjust(c, &account, 0, charged, -from_hold)?;
+        remaining -= from_hold;
+        c.execute(
+            "UPDATE holds SET remaining = ?1 WHERE task_id = ?2",
+            params![remaining, task],
+        )
+        .map_err(backend)?;
+        settled.captured += charged as u64;
+    }
+    if s.release && open {
+        if row(c, &account, "release", remaining, 0, Some(task), None, None)? {
+            adjust(c, &account, 0, 0, -remaining)?;
+            settled.released = remaining as u64;
+        }
+        c.execute(
+            "UPDATE holds SET remaining = 0, open = 0 WHERE task_id = ?1",
+            [task],
+        )
+        .map_err(backend)?;
+    }
+    Ok(settled)
+}
+
+/// An account's rows, newest first.
+pub fn history(c: &Connection, a: &Account, limit: u32) -> Result<Vec<LedgerRow>, StoreError> {
+    let mut stmt = c
+        .prepare(
+            "SELECT seq, at, plan, subject, kind, amount, from_hold, task_id, step_id, note FROM ledger
+             WHERE plan = ?1 AND subject = ?2 ORDER BY seq DESC LIMIT ?3",
+        )
+        .map_err(backend)?;
+    let rows = stmt
+        .query_map(params![a.plan, a.subject, limit.clamp(1, 10_000)], |r| {
+            Ok(LedgerRow {
+                seq: r.get(0)?,
+                at: r.get(1)?,
+                plan: r.get(2)?,
+                subject: r.get(3)?,
+                kind: r.get(4)?,
+                amount: r.get(5)?,
+                from_hold: r.get(6)?,
+                task_id: r.get(7)?,
+                step_id: r.get(8)?,
+                note: r.get(9)?,
+            })
+        })
+        .map_err(backend)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(backend)?;
+    Ok(rows)
+}
+
+/// The balance from the rows alone.
+pub fn recompute(c: &Connection, a: &Account) -> Result<Balance, StoreError> {
+    let sum = |sql: &str| -> Result<i64, StoreError> {
+        c.query_row(sql, params![a.plan, a.subject], |r| {
+            r.get::<_, Option<i64>>(0)
+        })
+        .map(|v| v.unwrap_or(0))
+        .map_err(backend)
+    };
+    let base = "FROM ledger WHERE plan = ?1 AND subject = ?2";
+    let granted = sum(&format!("SELECT SUM(amount) {base} AND kind = 'grant'"))?
+        - sum(&format!("SELECT SUM(amount) {base} AND kind = 'revoke'"))?;
+    let captured = sum(&format!("SELECT SUM(amount) {base} AND kind = 'capture'"))?;
+    let held = sum(&format!("SELECT SUM(amount) {base} AND kind = 'hold'"))?
+        - sum(&format!(
+            "SELECT SUM(from_hold) {base} AND kind = 'capture'"
+        ))?
+        - sum(&format!("SELECT SUM(amount) {base} AND kind = 'release'"))?;
+    Ok(Balance {
+        plan: a.plan.clone(),
+        subject: a.subject.clone(),
+        granted,
+        captured,
+        held,
+    })
+}
