@@ -1,19 +1,39 @@
-//! The admin listener: `GET /healthz` (the process is up), `GET /readyz` (config loaded and every
-//! upstream resolvable) and `GET /metrics` (Prometheus text format). Keep it off public networks.
+//! The admin listener. Open: `GET /healthz` (the process is up), `GET /readyz` (config loaded and
+//! every upstream resolvable), `GET /metrics` (Prometheus). Behind the admin token
+//! (`Authorization: Bearer …`, the value of `admin.token_env`): the credits API
+//! (`POST /credits/grant`, `POST /credits/revoke`, `GET /credits/balance`, `GET /credits/history`)
+//! and `GET /tasks/{id}`. Keep the listener off public networks.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use bytes::BytesMut;
 use http::{Method, Response, StatusCode};
 use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
-use serde_json::json;
+use serde::Deserialize;
+use serde_json::{json, Value};
 
+use crate::credits::Account;
+use crate::dialect::template::parse_query;
 use crate::state::State;
+use crate::task::StoreError;
+
+/// The largest admin request body.
+const MAX_BODY: usize = 64 * 1024;
 
 /// The admin application.
 pub struct Admin {
     state: Arc<State>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Movement {
+    plan: String,
+    subject: String,
+    amount: u64,
+    note: Option<String>,
 }
 
 impl Admin {
@@ -35,6 +55,120 @@ impl Admin {
             )
         }
     }
+
+    /// `None` when the request carries the admin token; otherwise the answer to give.
+    fn refusal(&self, session: &ServerSession) -> Option<Response<Vec<u8>>> {
+        let Some(token) = &self.state.config.admin.token else {
+            return Some(error(
+                StatusCode::FORBIDDEN,
+                "admin_api_disabled",
+                "the credits and task API is off: set admin.token_env to the variable holding an admin token",
+            ));
+        };
+        let given = session
+            .req_header()
+            .headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .unwrap_or("");
+        if constant_time_eq(given.as_bytes(), token.as_bytes()) {
+            None
+        } else {
+            let mut r = error(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "the admin token is missing or wrong",
+            );
+            if let Ok(v) = "Bearer realm=\"interlingua-admin\"".parse() {
+                r.headers_mut().insert(http::header::WWW_AUTHENTICATE, v);
+            }
+            Some(r)
+        }
+    }
+
+    async fn protected(
+        &self,
+        session: &mut ServerSession,
+        method: &Method,
+        path: &str,
+    ) -> Response<Vec<u8>> {
+        if let Some(r) = self.refusal(session) {
+            return r;
+        }
+        let query = parse_query(session.req_header().uri.query().unwrap_or(""));
+        let q = |name: &str| {
+            query
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        let store = &self.state.engine.store;
+        match (method, path) {
+            (&Method::POST, "/credits/grant") | (&Method::POST, "/credits/revoke") => {
+                let m: Movement = match read_json(session).await {
+                    Ok(m) => m,
+                    Err(r) => return *r,
+                };
+                let sign = if path.ends_with("revoke") { -1 } else { 1 };
+                let amount = i64::try_from(m.amount).unwrap_or(i64::MAX) * sign;
+                let account = Account::new(&m.plan, &m.subject);
+                match store.grant(&account, amount, m.note.as_deref()).await {
+                    Ok(b) => balance_response(&b),
+                    Err(StoreError::Insufficient { available, .. }) => error(
+                        StatusCode::CONFLICT,
+                        "insufficient_credits",
+                        &format!("only {available} credits are available to revoke"),
+                    ),
+                    Err(e) => store_error(&e),
+                }
+            }
+            (&Method::GET, "/credits/balance") | (&Method::GET, "/credits/history") => {
+                let (Some(plan), Some(subject)) = (q("plan"), q("subject")) else {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        "bad_request",
+                        "give ?plan=…&subject=…",
+                    );
+                };
+                let account = Account::new(&plan, &subject);
+                if path.ends_with("balance") {
+                    match store.balance(&account).await {
+                        Ok(b) => balance_response(&b),
+                        Err(e) => store_error(&e),
+                    }
+                } else {
+                    let limit = q("limit").and_then(|l| l.parse().ok()).unwrap_or(100);
+                    match store.history(&account, limit).await {
+                        Ok(rows) => json_response(
+                            StatusCode::OK,
+                            &json!({"plan": plan, "subject": subject, "rows": rows}),
+                        ),
+                        Err(e) => store_error(&e),
+                    }
+                }
+            }
+            (&Method::GET, p) if p.starts_with("/tasks/") => {
+                let id = &p["/tasks/".len()..];
+                match store.get(id).await {
+                    Ok(Some(s)) => json_response(
+                        StatusCode::OK,
+                        &json!({"task": s.task, "version": s.version}),
+                    ),
+                    Ok(None) => error(
+                        StatusCode::NOT_FOUND,
+                        "task_not_found",
+                        &format!("task `{id}` not found"),
+                    ),
+                    Err(e) => store_error(&e),
+                }
+            }
+            _ => not_found(path),
+        }
+    }
 }
 
 #[async_trait]
@@ -43,17 +177,10 @@ impl ServeHttp for Admin {
         let req = session.req_header();
         let path = req.uri.path().to_string();
         let method = req.method.clone();
-        if method != Method::GET {
-            return error(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
-                "the admin API only answers GET",
-            );
-        }
-        match path.as_str() {
-            "/healthz" => json_response(StatusCode::OK, &json!({"status": "ok"})),
-            "/readyz" => self.readyz(),
-            "/metrics" => {
+        match (&method, path.as_str()) {
+            (&Method::GET, "/healthz") => json_response(StatusCode::OK, &json!({"status": "ok"})),
+            (&Method::GET, "/readyz") => self.readyz(),
+            (&Method::GET, "/metrics") => {
                 let body = self.state.metrics.render().into_bytes();
                 response(
                     StatusCode::OK,
@@ -61,13 +188,74 @@ impl ServeHttp for Admin {
                     body,
                 )
             }
+            (_, p) if p.starts_with("/credits/") || p.starts_with("/tasks/") => {
+                self.protected(session, &method, &path).await
+            }
+            (&Method::GET, _) => not_found(&path),
             _ => error(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                &format!("no admin endpoint {path}; try /healthz, /readyz or /metrics"),
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "the admin API answers GET, and POST for credits",
             ),
         }
     }
+}
+
+async fn read_json<T: serde::de::DeserializeOwned>(
+    session: &mut ServerSession,
+) -> Result<T, Box<Response<Vec<u8>>>> {
+    let fail = |status, code, message: &str| Box::new(error(status, code, message));
+    let mut body = BytesMut::new();
+    loop {
+        match session.read_request_body().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > MAX_BODY {
+                    return Err(fail(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "body_too_large",
+                        "the body is too large",
+                    ));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => break,
+            Err(e) => return Err(fail(StatusCode::BAD_REQUEST, "bad_request", &e.to_string())),
+        }
+    }
+    serde_json::from_slice(&body).map_err(|e| {
+        fail(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            &format!("expected {{\"plan\", \"subject\", \"amount\", \"note\"?}}: {e}"),
+        )
+    })
+}
+
+fn balance_response(b: &crate::credits::Balance) -> Response<Vec<u8>> {
+    let mut v: Value = serde_json::to_value(b).unwrap_or_default();
+    v["available"] = json!(b.available());
+    json_response(StatusCode::OK, &v)
+}
+
+fn store_error(e: &StoreError) -> Response<Vec<u8>> {
+    error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "store_error",
+        &e.to_string(),
+    )
+}
+
+fn not_found(path: &str) -> Response<Vec<u8>> {
+    error(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        &format!("no admin endpoint {path}; try /healthz, /readyz, /metrics, /credits/balance"),
+    )
+}
+
+/// Compares without stopping at the first difference, so timing says nothing about the token.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn error(status: StatusCode, code: &str, message: &str) -> Response<Vec<u8>> {

@@ -4,7 +4,6 @@
 //! a flood of tokens with made-up `kid`s costs the key server one request per interval, not one
 //! per token. Keys also leave the cache after a while, so a rotated-out key stops verifying.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,7 +31,6 @@ pub struct KeySet {
     keys: Cache<String, (Vec<Algorithm>, DecodingKey)>,
     /// When the set was last read; only one fetch runs at a time.
     last_fetch: Mutex<Option<Instant>>,
-    fetches: AtomicU64,
 }
 
 impl KeySet {
@@ -50,13 +48,7 @@ impl KeySet {
             client,
             keys: Cache::builder().time_to_live(KEY_TTL).build(),
             last_fetch: Mutex::new(None),
-            fetches: AtomicU64::new(0),
         }
-    }
-
-    /// How many times the set has been read.
-    pub fn fetches(&self) -> u64 {
-        self.fetches.load(Ordering::Relaxed)
     }
 
     /// The key with this `kid`, reading the set again if it is unknown and the last read is older
@@ -74,7 +66,6 @@ impl KeySet {
             return Ok(None);
         }
         *last = Some(Instant::now());
-        self.fetches.fetch_add(1, Ordering::Relaxed);
         let set = self.read().await.map_err(|e| {
             tracing::warn!(key_set = %self.id, "cannot read the key set: {e}");
             AuthError::KeysUnavailable(format!("key set `{}`", self.id))

@@ -1,8 +1,10 @@
 //! The command line: `serve`, `check`, `demo`.
 
 mod check;
+mod credits;
 mod demo;
 mod serve;
+pub mod token;
 mod translate;
 
 use std::path::{Path, PathBuf};
@@ -34,6 +36,12 @@ enum Command {
     /// Translate one message offline: read a JSON document in dialect --from as operation --op's
     /// request (or --response), print it in dialect --to. For developing mappings without an agent.
     Translate(translate::TranslateArgs),
+    /// Grant and revoke credits, read balances and ledger rows (on the config's data directory).
+    #[command(subcommand)]
+    Credits(credits::CreditsCommand),
+    /// Development tokens.
+    #[command(subcommand)]
+    Token(token::TokenCommand),
 }
 
 #[derive(Debug, clap::Args)]
@@ -66,6 +74,8 @@ pub fn main() -> ExitCode {
         Command::Check(arg) => check::run(&arg),
         Command::Demo(arg) => demo::run(&arg),
         Command::Translate(args) => translate::run(&args),
+        Command::Credits(cmd) => credits::run(&cmd),
+        Command::Token(cmd) => token::run(&cmd),
     }
 }
 

@@ -9,23 +9,37 @@ fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-fn row(
-    c: &Connection,
-    account: &Account,
-    kind: &str,
+/// A ledger row to write.
+struct Entry<'a> {
+    kind: &'a str,
     amount: i64,
     from_hold: i64,
-    task: Option<&str>,
-    step: Option<&str>,
-    note: Option<&str>,
-) -> Result<bool, StoreError> {
-    // OR IGNORE: the unique keys (one hold, one release per task; one capture per task and step)
-    // turn a repeat into a no-op.
+    task: Option<&'a str>,
+    step: Option<&'a str>,
+    note: Option<&'a str>,
+}
+
+impl<'a> Entry<'a> {
+    fn new(kind: &'a str, amount: i64) -> Entry<'a> {
+        Entry {
+            kind,
+            amount,
+            from_hold: 0,
+            task: None,
+            step: None,
+            note: None,
+        }
+    }
+}
+
+/// Writes a row; `false` when the row already exists (the unique keys, one hold and one release
+/// per task and one capture per task and step, turn a repeat into a no-op).
+fn row(c: &Connection, account: &Account, e: Entry<'_>) -> Result<bool, StoreError> {
     let n = c
         .execute(
             "INSERT OR IGNORE INTO ledger (at, plan, subject, kind, amount, from_hold, task_id, step_id, note)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            params![now(), account.plan, account.subject, kind, amount, from_hold, task, step, note],
+            params![now(), account.plan, account.subject, e.kind, e.amount, e.from_hold, e.task, e.step, e.note],
         )
         .map_err(backend)?;
     Ok(n == 1)
@@ -84,7 +98,14 @@ pub fn grant(
         }
     }
     let kind = if amount < 0 { "revoke" } else { "grant" };
-    row(c, a, kind, amount.abs(), 0, None, None, note)?;
+    row(
+        c,
+        a,
+        Entry {
+            note,
+            ..Entry::new(kind, amount.abs())
+        },
+    )?;
     adjust(c, a, amount, 0, 0)?;
     balance(c, a)
 }
@@ -92,7 +113,14 @@ pub fn grant(
 /// Holds credits for a new task (the caller has checked the balance in the same transaction).
 pub fn hold(c: &Connection, task: &str, a: &Account, amount: u64) -> Result<(), StoreError> {
     let amount = amount as i64;
-    if !row(c, a, "hold", amount, 0, Some(task), None, None)? {
+    if !row(
+        c,
+        a,
+        Entry {
+            task: Some(task),
+            ..Entry::new("hold", amount)
+        },
+    )? {
         return Ok(());
     }
     c.execute(
@@ -129,16 +157,14 @@ pub fn settle(c: &Connection, task: &str, s: &Settlement) -> Result<Settled, Sto
         let charged = from_hold + (amount - from_hold).min(available);
         let note = (charged < amount)
             .then(|| format!("{} credits not covered by the balance", amount - charged));
-        if !row(
-            c,
-            &account,
-            "capture",
-            charged,
+        let entry = Entry {
             from_hold,
-            Some(task),
-            Some(&cap.step_id),
-            note.as_deref(),
-        )? {
+            task: Some(task),
+            step: Some(&cap.step_id),
+            note: note.as_deref(),
+            ..Entry::new("capture", charged)
+        };
+        if !row(c, &account, entry)? {
             continue;
         }
         adjust(c, &account, 0, charged, -from_hold)?;
@@ -151,7 +177,11 @@ pub fn settle(c: &Connection, task: &str, s: &Settlement) -> Result<Settled, Sto
         settled.captured += charged as u64;
     }
     if s.release && open {
-        if row(c, &account, "release", remaining, 0, Some(task), None, None)? {
+        let entry = Entry {
+            task: Some(task),
+            ..Entry::new("release", remaining)
+        };
+        if row(c, &account, entry)? {
             adjust(c, &account, 0, 0, -remaining)?;
             settled.released = remaining as u64;
         }
