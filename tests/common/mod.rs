@@ -264,6 +264,11 @@ impl Proxy {
         ))
     }
 
+    /// The data directory (the task store and ledger live there).
+    pub fn data_dir(&self) -> std::path::PathBuf {
+        self._data.path().join("data")
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }

@@ -1,0 +1,574 @@
+//! Money through the real proxy: holds when tasks are created (402 when the balance cannot cover
+//! them), one capture per completed step whatever the number of polls, releases when tasks end,
+//! settlement after a SIGKILL and restart, and rate limits.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+use common::{client, config, Proxy, Upstream, DEADLINE};
+use interlingua::credits::Account;
+use interlingua::sample::{self, Options};
+use interlingua::task::{SqliteStore, TaskStore};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use serde_json::{json, Value};
+
+const HS_ENV: &str = "INTERLINGUA_TEST_CREDITS_HS_SECRET";
+const HS_SECRET: &str = "credits-test-secret-credits-test-secret";
+const ADMIN_ENV: &str = "INTERLINGUA_TEST_CREDITS_ADMIN_TOKEN";
+const ADMIN_TOKEN: &str = "admin-token-for-tests";
+const DID: &str = "did:nv:0000000000000000000000000000000000000000000000000000000000000003";
+
+fn env() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        std::env::set_var(HS_ENV, HS_SECRET);
+        std::env::set_var(ADMIN_ENV, ADMIN_TOKEN);
+    });
+}
+
+fn token(sub: &str, plan: &str) -> String {
+    let now = chrono::Utc::now().timestamp();
+    let mut h = Header::new(Algorithm::HS256);
+    h.kid = Some("dev".into());
+    jsonwebtoken::encode(
+        &h,
+        &json!({"sub": sub, "plan": plan, "iat": now, "exp": now + 3600}),
+        &EncodingKey::from_secret(HS_SECRET.as_bytes()),
+    )
+    .unwrap()
+}
+
+async fn mip003_agent(work: Duration) -> SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(sample::mip003::serve(l, Options { work }));
+    addr
+}
+
+const AUTH: &str = r#"
+[auth]
+[[auth.keys]]
+id = "dev"
+type = "hmac"
+secret_env = "INTERLINGUA_TEST_CREDITS_HS_SECRET"
+"#;
+
+/// A priced Nevermined-front route to a MIP-003 agent: each task holds 1 credit and costs 1.
+fn priced(agent: SocketAddr, data_dir: &str) -> String {
+    format!(
+        r#"[server]
+data_dir = "{data_dir}"
+threads = 2
+[admin]
+address = "127.0.0.1:0"
+token_env = "{ADMIN_ENV}"
+[[listeners]]
+address = "127.0.0.1:0"
+{AUTH}
+[[upstreams]]
+name = "mip"
+address = "{agent}"
+read_timeout = "5s"
+
+[[routes]]
+name = "paid"
+match = {{ path_prefix = "/" }}
+upstream = "mip"
+front = "nevermined"
+back = "mip003"
+auth = true
+plans = ["gold"]
+price = {{ hold = 1, step = 1 }}
+poll_interval = "50ms"
+poll_max_interval = "200ms"
+"#
+    )
+}
+
+struct Admin {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Admin {
+    fn new(proxy: &Proxy) -> Admin {
+        Admin {
+            base: proxy.admin_url(""),
+            http: client(),
+        }
+    }
+
+    async fn grant(&self, subject: &str, amount: u64) -> Value {
+        let resp = self
+            .http
+            .post(format!("{}/credits/grant", self.base))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&json!({"plan": "gold", "subject": subject, "amount": amount, "note": "test"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        resp.json().await.unwrap()
+    }
+
+    async fn balance(&self, subject: &str) -> Value {
+        self.http
+            .get(format!(
+                "{}/credits/balance?plan=gold&subject={subject}",
+                self.base
+            ))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    async fn history(&self, subject: &str) -> Vec<Value> {
+        let v: Value = self
+            .http
+            .get(format!(
+                "{}/credits/history?plan=gold&subject={subject}&limit=1000",
+                self.base
+            ))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["rows"].as_array().unwrap().clone()
+    }
+
+    /// Waits until nothing is held any more (every task has ended and settled).
+    async fn settled(&self, subject: &str) -> Value {
+        let started = Instant::now();
+        loop {
+            let b = self.balance(subject).await;
+            if b["held"] == 0 {
+                return b;
+            }
+            assert!(started.elapsed() < DEADLINE * 3, "never settled: {b}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+async fn create(proxy: &Proxy, bearer: &str, body: Value) -> reqwest::Response {
+    client()
+        .post(proxy.url(&format!("/api/v1/agents/{DID}/tasks")))
+        .bearer_auth(bearer)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The ledger recomputed from its rows matches the account's running totals.
+async fn assert_recomputes(data_dir: &Path, subject: &str) {
+    let store = SqliteStore::open(data_dir).unwrap();
+    let account = Account::new("gold", subject);
+    assert_eq!(
+        store.recompute(&account).await.unwrap(),
+        store.balance(&account).await.unwrap()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_200_concurrent_tasks_exactly_the_50_the_balance_covers_are_accepted() {
+    env();
+    let agent = mip003_agent(Duration::from_millis(200)).await;
+    let proxy = Proxy::start(&priced(agent, "{data_dir}"));
+    let admin = Admin::new(&proxy);
+    let granted = admin.grant("alice", 50).await;
+    assert_eq!(granted["available"], 50);
+
+    let bearer = token("alice", "gold");
+    let attempts: Vec<_> = (0..200)
+        .map(|i| {
+            let url = proxy.url(&format!("/api/v1/agents/{DID}/tasks"));
+            let bearer = bearer.clone();
+            tokio::spawn(async move {
+                let resp = client()
+                    .post(url)
+                    .bearer_auth(bearer)
+                    .json(&json!({"input_query": format!("task {i}")}))
+                    .send()
+                    .await
+                    .unwrap();
+                let status = resp.status().as_u16();
+                (status, resp.json::<Value>().await.unwrap())
+            })
+        })
+        .collect();
+    let mut accepted = 0;
+    let mut refused = Vec::new();
+    for a in attempts {
+        let (status, body) = a.await.unwrap();
+        match status {
+            201 => accepted += 1,
+            402 => refused.push(body),
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    assert_eq!(accepted, 50);
+    assert_eq!(refused.len(), 150);
+    assert_eq!(
+        refused[0],
+        json!({"statusCode": 402, "message": "insufficient credits: the task needs 1, the balance has 0",
+               "error": "Payment Required", "balance": 0, "price": 1})
+    );
+
+    // The watcher follows every task to its end, without any client polling.
+    let b = admin.settled("alice").await;
+    assert_eq!(
+        (
+            b["granted"].as_i64(),
+            b["captured"].as_i64(),
+            b["available"].as_i64()
+        ),
+        (Some(50), Some(50), Some(0))
+    );
+    let rows = admin.history("alice").await;
+    let count = |kind: &str| rows.iter().filter(|r| r["kind"] == kind).count();
+    assert_eq!(
+        (count("grant"), count("hold"), count("capture")),
+        (1, 50, 50)
+    );
+    assert_recomputes(&proxy.data_dir(), "alice").await;
+
+    let metrics = client()
+        .get(proxy.admin_url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("interlingua_credits_total{kind=\"held\"} 50"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("interlingua_credits_total{kind=\"captured\"} 50"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("interlingua_rejections_total{reason=\"402\"} 150"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_polled_100_times_is_captured_once() {
+    env();
+    let agent = mip003_agent(Duration::from_millis(300)).await;
+    let proxy = Proxy::start(&priced(agent, "{data_dir}"));
+    let admin = Admin::new(&proxy);
+    admin.grant("bob", 5).await;
+    let bearer = token("bob", "gold");
+    let created: Value = create(&proxy, &bearer, json!({"input_query": "count me once"}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let task_id = created["task"]["task_id"].as_str().unwrap().to_string();
+    let path = proxy.url(&format!("/api/v1/agents/{DID}/tasks/{task_id}"));
+    let http = client();
+    let mut reported = 0u64;
+    let mut completed = false;
+    for _ in 0..100 {
+        let resp = http.get(&path).bearer_auth(&bearer).send().await.unwrap();
+        reported += resp.headers()["nvmcreditsconsumed"]
+            .to_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap();
+        let body: Value = resp.json().await.unwrap();
+        completed |= body["task"]["task_status"] == "Completed";
+        if !completed {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    assert!(completed);
+    assert!(
+        reported <= 1,
+        "a charge is reported once at most: {reported}"
+    );
+    let b = admin.settled("bob").await;
+    assert_eq!(
+        (b["captured"].as_i64(), b["available"].as_i64()),
+        (Some(1), Some(4))
+    );
+    let captures: Vec<Value> = admin
+        .history("bob")
+        .await
+        .into_iter()
+        .filter(|r| r["kind"] == "capture")
+        .collect();
+    assert_eq!(captures.len(), 1);
+    assert_eq!(captures[0]["amount"], 1);
+    let done: Value = http
+        .get(&path)
+        .bearer_auth(&bearer)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(done["task"]["cost"], 1, "the price is on the task");
+    assert_recomputes(&proxy.data_dir(), "bob").await;
+
+    // Another subject cannot see bob's task.
+    let other = http
+        .get(&path)
+        .bearer_auth(token("mallory", "gold"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_task_charges_nothing() {
+    env();
+    let agent = mip003_agent(Duration::from_millis(200)).await;
+    let proxy = Proxy::start(&priced(agent, "{data_dir}"));
+    let admin = Admin::new(&proxy);
+    admin.grant("carol", 3).await;
+    let resp = create(
+        &proxy,
+        &token("carol", "gold"),
+        json!({"input_query": "x", "input_additional": {"mode": "fail"}}),
+    )
+    .await;
+    assert_eq!(resp.status(), 201);
+    assert_eq!(admin.balance("carol").await["held"], 1);
+    let b = admin.settled("carol").await;
+    assert_eq!(
+        (b["captured"].as_i64(), b["available"].as_i64()),
+        (Some(0), Some(3))
+    );
+    let kinds: Vec<String> = admin
+        .history("carol")
+        .await
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(kinds, ["release", "hold", "grant"]);
+    assert_recomputes(&proxy.data_dir(), "carol").await;
+}
+
+fn interlingua() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_interlingua"));
+    cmd.env_remove("RUST_LOG")
+        .env(HS_ENV, HS_SECRET)
+        .env(ADMIN_ENV, ADMIN_TOKEN);
+    cmd
+}
+
+/// Starts `interlingua serve`; returns the process and its proxy address.
+fn serve(config: &Path) -> (Child, SocketAddr) {
+    let mut child = interlingua()
+        .args(["serve", "-c", config.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let line = rx.recv_timeout(DEADLINE).expect("ready line");
+    let addr = line
+        .strip_prefix("interlingua ready: proxy ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    (child, addr)
+}
+
+fn cli_balance(config: &Path, subject: &str) -> Value {
+    let out = interlingua()
+        .args([
+            "credits",
+            "balance",
+            "--plan",
+            "gold",
+            "--subject",
+            subject,
+            "-c",
+            config.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_running_when_the_proxy_is_killed_settle_exactly_once_after_a_restart() {
+    env();
+    let agent = mip003_agent(Duration::from_millis(1500)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("interlingua.toml");
+    std::fs::write(
+        &file,
+        priced(agent, &dir.path().join("data").display().to_string()),
+    )
+    .unwrap();
+    let out = interlingua()
+        .args([
+            "credits",
+            "grant",
+            "--plan",
+            "gold",
+            "--subject",
+            "dave",
+            "--amount",
+            "10",
+            "-c",
+            file.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let (mut first, addr) = serve(&file);
+    let bearer = token("dave", "gold");
+    let http = client();
+    for i in 0..5 {
+        let resp = http
+            .post(format!("http://{addr}/api/v1/agents/{DID}/tasks"))
+            .bearer_auth(&bearer)
+            .json(&json!({"input_query": format!("survive {i}")}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 201);
+    }
+    // Killed mid-flight: no graceful anything.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let during = cli_balance(&file, "dave");
+    assert_eq!(during["held"], 5, "{during}");
+
+    let (mut second, _) = serve(&file);
+    let started = Instant::now();
+    let settled = loop {
+        let b = cli_balance(&file, "dave");
+        if b["held"] == 0 {
+            break b;
+        }
+        assert!(
+            started.elapsed() < DEADLINE * 3,
+            "never settled after the restart: {b}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    second.kill().unwrap();
+    second.wait().unwrap();
+    assert_eq!(
+        (settled["captured"].as_i64(), settled["available"].as_i64()),
+        (Some(5), Some(5)),
+        "{settled}"
+    );
+    let store = SqliteStore::open(&dir.path().join("data")).unwrap();
+    let account = Account::new("gold", "dave");
+    let rows = store.history(&account, 1000).await.unwrap();
+    let mut captured: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.kind == "capture")
+        .filter_map(|r| r.task_id.as_deref())
+        .collect();
+    captured.sort_unstable();
+    captured.dedup();
+    assert_eq!(captured.len(), 5, "every task captured exactly once");
+    assert_eq!(rows.iter().filter(|r| r.kind == "capture").count(), 5);
+    assert_eq!(
+        store.recompute(&account).await.unwrap(),
+        store.balance(&account).await.unwrap()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_over_the_rate_limit_gets_429_and_other_subjects_are_unaffected() {
+    env();
+    let upstream = Upstream::ok().await;
+    let proxy = Proxy::start(&config(
+        "",
+        &format!(
+            "{AUTH}\n[[upstreams]]\nname = \"up\"\naddress = \"{}\"\n\n\
+             [[routes]]\nname = \"limited\"\nmatch = {{ path_prefix = \"/limited\" }}\nupstream = \"up\"\nauth = true\n\
+             rate_limit = {{ per_subject = \"1/m, burst 2\" }}\n\n\
+             [[routes]]\nname = \"open\"\nmatch = {{ path_prefix = \"/open\" }}\nupstream = \"up\"\n\
+             rate_limit = {{ per_client = \"1/h\" }}\n",
+            upstream.addr
+        ),
+    ));
+    let http = client();
+    let get = |path: &str, sub: Option<&str>| {
+        let mut r = http.get(proxy.url(path));
+        if let Some(s) = sub {
+            r = r.bearer_auth(token(s, "gold"));
+        }
+        r.send()
+    };
+    assert_eq!(get("/limited", Some("alice")).await.unwrap().status(), 200);
+    assert_eq!(get("/limited", Some("alice")).await.unwrap().status(), 200);
+    let refused = get("/limited", Some("alice")).await.unwrap();
+    assert_eq!(refused.status(), 429);
+    let retry: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((59..=60).contains(&retry), "{retry}");
+    assert_eq!(
+        refused.headers()["ratelimit-policy"],
+        "\"subject\";q=1;w=60"
+    );
+    assert_eq!(
+        refused.headers()["ratelimit"].to_str().unwrap(),
+        format!("\"subject\";r=0;t={retry}")
+    );
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limited");
+    // Another subject has its own allowance.
+    assert_eq!(get("/limited", Some("bob")).await.unwrap().status(), 200);
+
+    // Without auth, the client's address is the key.
+    assert_eq!(get("/open", None).await.unwrap().status(), 200);
+    let refused = get("/open", None).await.unwrap();
+    assert_eq!(refused.status(), 429);
+    assert_eq!(
+        refused.headers()["ratelimit-policy"],
+        "\"client\";q=1;w=3600"
+    );
+    assert_eq!(
+        upstream.seen().len(),
+        4,
+        "refused requests never went upstream"
+    );
+}
