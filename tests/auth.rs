@@ -503,3 +503,47 @@ async fn a_flood_of_unknown_kids_fetches_the_key_set_once_per_interval() {
     assert_eq!(status, 200);
     assert_eq!(server.hits.load(Ordering::SeqCst), 1);
 }
+
+const AGENT_CRED_ENV: &str = "INTERLINGUA_TEST_AUTH_AGENT_CREDENTIAL";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_gets_the_routes_own_credential_and_the_verified_identity() {
+    keys();
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| std::env::set_var(AGENT_CRED_ENV, "agent-secret-42"));
+    let upstream = Upstream::start(|req: hyper::Request<hyper::body::Incoming>| async move {
+        let headers: serde_json::Map<String, Value> = req
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap_or(""))))
+            .collect();
+        hyper::Response::builder()
+            .status(200)
+            .body(full(serde_json::to_vec(&headers).unwrap()))
+            .unwrap()
+    })
+    .await;
+    let proxy = Proxy::start(&config(
+        "",
+        &format!(
+            "{}\n[[upstreams]]\nname = \"up\"\naddress = \"{}\"\n\n[[routes]]\nname = \"r\"\nmatch = {{ path_prefix = \"/\" }}\n\
+             upstream = \"up\"\nauth = true\nupstream_auth = {{ bearer_env = \"{AGENT_CRED_ENV}\" }}\n\
+             identity_headers = {{ subject = \"NVM-User-id\", plan = \"X-Plan\" }}\n",
+            auth_section(""),
+            upstream.addr
+        ),
+    ));
+    let resp = client()
+        .get(proxy.url("/x"))
+        .bearer_auth(hs(&claims(json!({}))))
+        // A client cannot speak for someone else.
+        .header("nvm-user-id", "mallory")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let seen: Value = resp.json().await.unwrap();
+    assert_eq!(seen["authorization"], "Bearer agent-secret-42");
+    assert_eq!(seen["nvm-user-id"], "alice");
+    assert_eq!(seen["x-plan"], "gold");
+}

@@ -463,3 +463,65 @@ fn translate_runs_a_mapping_offline() {
         "interlingua translate: reading it as `mip003` get_task: `$.status` has the unknown status `weird`"
     );
 }
+
+#[test]
+fn token_mint_signs_with_a_configured_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.toml");
+    std::fs::write(
+        &file,
+        "[[listeners]]\naddress = \"127.0.0.1:0\"\n[auth]\nissuer = \"me\"\n[[auth.keys]]\nid = \"dev\"\ntype = \"hmac\"\nsecret_env = \"MINT_TEST_SECRET\"\n",
+    )
+    .unwrap();
+    let out = interlingua()
+        .env("MINT_TEST_SECRET", "mint-secret")
+        .args([
+            "token",
+            "mint",
+            "--sub",
+            "alice",
+            "--plan",
+            "demo",
+            "--ttl",
+            "10m",
+            "-c",
+            file.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = stdout(&out).trim().to_string();
+    let mut v = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::HS256);
+    v.set_issuer(&["me"]);
+    let data = jsonwebtoken::decode::<serde_json::Value>(
+        &token,
+        &jsonwebtoken::DecodingKey::from_secret(b"mint-secret"),
+        &v,
+    )
+    .unwrap();
+    assert_eq!(data.header.kid.as_deref(), Some("dev"));
+    assert_eq!(data.claims["sub"], "alice");
+    assert_eq!(data.claims["plan"], "demo");
+    let ttl = data.claims["exp"].as_i64().unwrap() - data.claims["iat"].as_i64().unwrap();
+    assert_eq!(ttl, 600);
+
+    // Without the secret in the environment, nothing can be verified or minted: a config error.
+    let out = interlingua()
+        .args([
+            "token",
+            "mint",
+            "--sub",
+            "alice",
+            "-c",
+            file.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("the environment variable `MINT_TEST_SECRET` is not set"));
+}

@@ -572,3 +572,129 @@ async fn a_burst_over_the_rate_limit_gets_429_and_other_subjects_are_unaffected(
         "refused requests never went upstream"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operation_fees_are_charged_once_per_request_id() {
+    env();
+    let agent = mip003_agent(Duration::from_secs(30)).await;
+    let cfg = priced(agent, "{data_dir}").replace(
+        "price = { hold = 1, step = 1 }",
+        "price = { hold = 5, step = 1, operations = { get_task = 2 } }",
+    );
+    let proxy = Proxy::start(&cfg);
+    let admin = Admin::new(&proxy);
+    admin.grant("erin", 10).await;
+    let bearer = token("erin", "gold");
+    let created: Value = create(&proxy, &bearer, json!({"input_query": "fees"}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let path = proxy.url(&format!(
+        "/api/v1/agents/{DID}/tasks/{}",
+        created["task"]["task_id"].as_str().unwrap()
+    ));
+    let http = client();
+    for request_id in ["poll-1", "poll-1", "poll-2"] {
+        let resp = http
+            .get(&path)
+            .bearer_auth(&bearer)
+            .header("x-request-id", request_id)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+    }
+    let b = admin.balance("erin").await;
+    // Two distinct request ids, 2 credits each, taken from the task's hold of 5.
+    assert_eq!(
+        (
+            b["captured"].as_i64(),
+            b["held"].as_i64(),
+            b["available"].as_i64()
+        ),
+        (Some(4), Some(1), Some(5))
+    );
+    assert_recomputes(&proxy.data_dir(), "erin").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_api_needs_its_token_and_revokes_only_what_is_available() {
+    env();
+    let agent = mip003_agent(Duration::from_millis(100)).await;
+    let proxy = Proxy::start(&priced(agent, "{data_dir}"));
+    let http = client();
+    let url = |p: &str| proxy.admin_url(p);
+    let no_token = http
+        .get(url("/credits/balance?plan=gold&subject=x"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(no_token.status(), 401);
+    assert_eq!(
+        no_token.headers()["www-authenticate"],
+        "Bearer realm=\"interlingua-admin\""
+    );
+    let wrong = http
+        .get(url("/credits/balance?plan=gold&subject=x"))
+        .bearer_auth("guess")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    // Health stays open.
+    assert_eq!(
+        http.get(url("/healthz")).send().await.unwrap().status(),
+        200
+    );
+
+    let admin = Admin::new(&proxy);
+    admin.grant("frank", 3).await;
+    let revoke = |amount: u64| {
+        http.post(url("/credits/revoke"))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&json!({"plan": "gold", "subject": "frank", "amount": amount}))
+            .send()
+    };
+    let too_much = revoke(4).await.unwrap();
+    assert_eq!(too_much.status(), 409);
+    let ok: Value = revoke(2).await.unwrap().json().await.unwrap();
+    assert_eq!(
+        (ok["granted"].as_i64(), ok["available"].as_i64()),
+        (Some(1), Some(1))
+    );
+
+    let created: Value = create(
+        &proxy,
+        &token("frank", "gold"),
+        json!({"input_query": "admin can read me"}),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    let id = created["task"]["task_id"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("task-")
+        .to_string();
+    let task: Value = http
+        .get(url(&format!("/tasks/{id}")))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(task["task"]["id"], id.as_str());
+    assert_eq!(task["task"]["subject"], "frank");
+    assert_eq!(task["task"]["plan"], "gold");
+    let missing = http
+        .get(url("/tasks/nope"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+}

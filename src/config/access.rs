@@ -1,6 +1,7 @@
 //! Checking what the config says about access and money: `[auth]` and its keys, and each route's
 //! `auth`, `plans`, `rate_limit`, `upstream_auth`, `identity_headers` and `price`.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -434,7 +435,23 @@ pub fn price(r: &file::RouteEntry, path: &str, p: &mut Collector<'_>) -> Option<
             }
         },
         failed: get(&pr.failed, 0),
+        operations: BTreeMap::new(),
     };
+    let mut price = price;
+    if let Some(ops) = &pr.operations {
+        for (name, fee) in ops.get_ref() {
+            match crate::task::Operation::from_name(name) {
+                Some(op) => {
+                    price.operations.insert(op, *fee);
+                }
+                None => p.at(
+                    Some(ops.span()),
+                    format!("{path}.price.operations"),
+                    format!("`{name}` is not a canonical operation"),
+                ),
+            }
+        }
+    }
     if price.min > price.max {
         p.at(
             Some(spanned.span()),

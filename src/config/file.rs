@@ -83,6 +83,7 @@ pub struct PriceEntry {
     pub max: Option<Spanned<u64>>,
     pub from: Option<Spanned<String>>,
     pub failed: Option<Spanned<u64>>,
+    pub operations: Option<Spanned<std::collections::BTreeMap<String, u64>>>,
 }
 
 /// A route's `rate_limit`.

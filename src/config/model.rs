@@ -200,6 +200,9 @@ pub struct Price {
     pub from: PriceFrom,
     /// What a failed step costs (default nothing).
     pub failed: u64,
+    /// A fee per successful call of an operation on a task (`provide_input = 1`), charged once per
+    /// request id.
+    pub operations: BTreeMap<crate::task::Operation, u64>,
 }
 
 /// Where a step's cost comes from.

@@ -208,6 +208,17 @@ impl Engine {
             Operation::Describe => self.describe(t, req.prefix, cx).await?,
         };
         let mut out = out;
+        if let (Some(price), Some(task_id)) = (&t.price, views::text_at(&out, "task.id")) {
+            if let Some(fee) = price.operations.get(&fop.op).copied().filter(|f| *f > 0) {
+                // A fee per call, once per request id: a client retrying with the same
+                // X-Request-Id is not charged twice.
+                let capture = crate::credits::Capture {
+                    step_id: format!("{}:{}", fop.op.name(), cx.request_id),
+                    amount: fee,
+                };
+                self.charge(&task_id, &capture, cx).await?;
+            }
+        }
         if t.price.is_some() {
             // What this request charged, for fronts that report it (Nevermined's NVMCreditsConsumed).
             out["charge"] = serde_json::json!({"credits": cx.spent.charged});

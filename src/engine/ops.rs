@@ -515,6 +515,23 @@ impl Engine {
         ))
     }
 
+    /// Charges one extra capture on a task.
+    pub(super) async fn charge(
+        &self,
+        task_id: &str,
+        capture: &credits::Capture,
+        cx: &mut Cx<'_>,
+    ) -> Result<(), ProxyError> {
+        let settled = self
+            .store
+            .charge(task_id, capture)
+            .await
+            .map_err(store_error)?;
+        cx.spent.charged += settled.captured;
+        self.metrics.credits("captured", settled.captured);
+        Ok(())
+    }
+
     /// What the steps that just finished cost (written onto the steps, so every front sees the
     /// price), and whether the task's hold is to be released.
     fn settlement(

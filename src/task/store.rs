@@ -77,6 +77,13 @@ pub trait TaskStore: Send + Sync {
             .await
             .map(|(v, _)| v)
     }
+    /// Charges one extra capture on a task (an operation fee, a cost the agent reported for a
+    /// response); at most once per (task, capture step id).
+    async fn charge(
+        &self,
+        task_id: &str,
+        capture: &crate::credits::Capture,
+    ) -> Result<Settled, StoreError>;
     /// Adds `amount` credits to an account (a negative amount revokes, never below what is
     /// available); returns the balance after.
     async fn grant(
@@ -308,6 +315,27 @@ impl TaskStore for SqliteStore {
             let settled = ledger::settle(&tx, &t.id, &settlement)?;
             tx.commit().map_err(backend)?;
             Ok((version + 1, settled))
+        })
+        .await
+    }
+
+    async fn charge(
+        &self,
+        task_id: &str,
+        capture: &crate::credits::Capture,
+    ) -> Result<Settled, StoreError> {
+        let task_id = task_id.to_string();
+        let settlement = Settlement {
+            captures: vec![capture.clone()],
+            release: false,
+        };
+        self.with(move |c| {
+            let tx = c
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(backend)?;
+            let settled = ledger::settle(&tx, &task_id, &settlement)?;
+            tx.commit().map_err(backend)?;
+            Ok(settled)
         })
         .await
     }
