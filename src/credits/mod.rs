@@ -150,6 +150,7 @@ mod tests {
             max: 5,
             from,
             failed: 0,
+            operations: Default::default(),
         }
     }
 
