@@ -16,7 +16,9 @@ use tokio::sync::Notify;
 
 fn interlingua() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_interlingua"));
-    cmd.env_remove("RUST_LOG");
+    // The default config's development key reads its secret from here.
+    cmd.env_remove("RUST_LOG")
+        .env("INTERLINGUA_DEV_SECRET", "cli-test-secret");
     cmd
 }
 

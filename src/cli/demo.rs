@@ -1,17 +1,30 @@
-//! `interlingua demo`: the proxy on the default config, with the sample agents its routes use.
+//! `interlingua demo`: the proxy on the default config, with the sample agents its routes use, a
+//! demo plan with a few credits, and a token to call it with.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use super::serve::start;
 use super::{report_problems, ConfigArg};
+use crate::credits::Account;
 use crate::sample::{self, Options};
 
 /// The upstreams of the default config that the sample agents play.
 const ECHO: &str = "echo-agent";
 const MIP003: &str = "mip003-agent";
 const NEVERMINED: &str = "nevermined-agent";
+/// The development key's secret, and who the demo is for.
+const DEV_SECRET_ENV: &str = "INTERLINGUA_DEV_SECRET";
+const PLAN: &str = "demo";
+const SUBJECT: &str = "demo-user";
+/// Credits the demo subject has at each start: enough for a few tasks, then 402.
+const DEMO_CREDITS: i64 = 5;
 
 pub fn run(arg: &ConfigArg) -> ExitCode {
+    // Before any thread exists: the demo makes up a development secret when none is set.
+    if std::env::var_os(DEV_SECRET_ENV).is_none() {
+        std::env::set_var(DEV_SECRET_ENV, crate::proxy::request_id::generate());
+    }
     let setup = match arg.load() {
         Ok(s) => s,
         Err(problems) => return report_problems(&problems),
@@ -30,6 +43,19 @@ pub fn run(arg: &ConfigArg) -> ExitCode {
             "interlingua demo: the config needs the upstreams `{ECHO}`, `{MIP003}` and `{NEVERMINED}` for the sample agents to play"
         );
         return ExitCode::FAILURE;
+    };
+    let token = match super::token::mint_token(
+        &setup.config,
+        None,
+        SUBJECT,
+        Some(PLAN),
+        Duration::from_secs(24 * 3600),
+    ) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            eprintln!("interlingua demo: no demo token ({e}); routes with auth will answer 401");
+            None
+        }
     };
     let server = match start(setup) {
         Ok(s) => s,
@@ -53,6 +79,26 @@ pub fn run(arg: &ConfigArg) -> ExitCode {
     rt.spawn(sample::mip003::serve(l2, options));
     rt.spawn(sample::nevermined::serve(l3, options));
 
+    // Top the demo account up to a few credits, so that a run shows tasks being paid for and,
+    // after a few, a 402.
+    let store = server.state().engine.store.clone();
+    let account = Account::new(PLAN, SUBJECT);
+    let topped = rt.block_on(async {
+        let b = store.balance(&account).await?;
+        if b.available() < DEMO_CREDITS {
+            store
+                .grant(
+                    &account,
+                    DEMO_CREDITS - b.available(),
+                    Some("interlingua demo"),
+                )
+                .await
+        } else {
+            Ok(b)
+        }
+    });
+    let available = topped.map(|b| b.available()).unwrap_or_default();
+
     let p = server
         .proxy_addrs()
         .first()
@@ -60,24 +106,33 @@ pub fn run(arg: &ConfigArg) -> ExitCode {
         .unwrap_or_default();
     let admin = server.admin_addr();
     let did = "did:nv:0000000000000000000000000000000000000000000000000000000000000001";
+    let token = token.unwrap_or_else(|| "(no token)".to_string());
     println!(
         r#"
 Sample agents: echo on {echo}, MIP-003 on {mip}, Nevermined on {nvm}. Jobs take {work}s.
+Plan `{PLAN}`, subject `{SUBJECT}`: {available} credits; each task holds 1 and costs 1.
 
-Passthrough:
+  export TOKEN={token}
+
+Passthrough (no auth):
   curl -i 'http://{p}/echo/hello?lang=en'
 
 A MIP-003 agent, as a Nevermined endpoint (run the second line until task_status is Completed):
-  TASK=$(curl -s -X POST http://{p}/nevermined/api/v1/agents/{did}/tasks -H 'content-type: application/json' -d '{{"input_query":"hello world","name":"demo"}}' | grep -o '"task_id":"[^"]*"' | head -1 | cut -d'"' -f4); echo $TASK
-  curl -s http://{p}/nevermined/api/v1/agents/{did}/tasks/$TASK
+  TASK=$(curl -s -X POST http://{p}/nevermined/api/v1/agents/{did}/tasks -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{{"input_query":"hello world","name":"demo"}}' | grep -o '"task_id":"[^"]*"' | head -1 | cut -d'"' -f4); echo $TASK
+  curl -s http://{p}/nevermined/api/v1/agents/{did}/tasks/$TASK -H "Authorization: Bearer $TOKEN"
 
 A Nevermined agent, as a MIP-003 service (run the second line until status is completed):
-  JOB=$(curl -s -X POST http://{p}/masumi/start_job -H 'content-type: application/json' -d '{{"identifier_from_purchaser":"aabbccddeeff0011","input_data":{{"text":"hello world"}}}}' | grep -o '"job_id":"[^"]*"' | cut -d'"' -f4); echo $JOB
-  curl -s "http://{p}/masumi/status?job_id=$JOB"
-  curl -s http://{p}/masumi/input_schema
-  curl -s -X POST http://{p}/masumi/start_job -H 'content-type: application/json' -d '{{"input_data":{{"mode":"ok"}}}}'   # 400, per field
+  JOB=$(curl -s -X POST http://{p}/masumi/start_job -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{{"identifier_from_purchaser":"aabbccddeeff0011","input_data":{{"text":"hello world"}}}}' | grep -o '"job_id":"[^"]*"' | cut -d'"' -f4); echo $JOB
+  curl -s "http://{p}/masumi/status?job_id=$JOB" -H "Authorization: Bearer $TOKEN"
+  curl -s http://{p}/masumi/input_schema -H "Authorization: Bearer $TOKEN"
+  curl -s -X POST http://{p}/masumi/start_job -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{{"input_data":{{"mode":"ok"}}}}'   # 400, per field
 
-With "mode":"input" in input_data (or input_additional) the agents ask for input once; "fail" fails.
+With "mode":"input" in input_data (or input_additional) the agents ask for input once; "fail" fails
+(and costs nothing).
+
+Without a token, 401; when the credits run out, 402:
+  curl -i -X POST http://{p}/masumi/start_job -d '{{"input_data":{{"text":"x"}}}}'
+  for i in 1 2 3 4 5 6; do curl -s -o /dev/null -w '%{{http_code}} ' -X POST http://{p}/masumi/start_job -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{{"input_data":{{"text":"x"}}}}'; done; echo
 
 Metrics:
   curl -s http://{admin}/metrics | grep interlingua_

@@ -205,6 +205,11 @@ impl Server {
         self.admin_addr
     }
 
+    /// The server's shared state (its store, engine, metrics).
+    pub fn state(&self) -> &Arc<State> {
+        &self.state
+    }
+
     /// A handle that stops this server.
     pub fn shutdown_handle(&self) -> ShutdownHandle {
         self.shutdown.clone()
