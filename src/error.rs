@@ -28,7 +28,10 @@ pub enum ProxyError {
     /// A translated route has no operation for this method and path.
     #[error("no operation for {method} {path} on this route")]
     NoOperation { method: String, path: String },
-    /// The request does not fit the front dialect (bad JSON, a missing or mistyped field).
+    /// The request body is not JSON.
+    #[error("{0}")]
+    NotJson(String),
+    /// The request does not fit the front dialect (a missing or mistyped field).
     #[error("{0}")]
     InvalidRequest(String),
     /// The input does not satisfy the agent's input schema.
@@ -62,6 +65,9 @@ pub enum ProxyError {
         status: u16,
         message: String,
     },
+    /// The agent failed the task, on a front that answers a failure as an error.
+    #[error("the agent failed the task: {message}")]
+    TaskFailed { message: String },
     /// No valid bearer token.
     #[error("{}", unauthorized_message(.0))]
     Unauthorized(crate::auth::AuthError),
@@ -96,7 +102,7 @@ impl ProxyError {
             ProxyError::UpstreamFailed { .. } => 502,
             ProxyError::UpstreamTimeout { .. } => 504,
             ProxyError::NoOperation { .. } => 404,
-            ProxyError::InvalidRequest(_) => 400,
+            ProxyError::NotJson(_) | ProxyError::InvalidRequest(_) => 400,
             ProxyError::InvalidInput { .. } => 400,
             ProxyError::TaskNotFound(_) => 404,
             ProxyError::Conflict(_) => 409,
@@ -107,6 +113,7 @@ impl ProxyError {
                 400 | 404 | 409 | 413 => *status,
                 _ => 400,
             },
+            ProxyError::TaskFailed { .. } => 502,
             ProxyError::Unauthorized(_) => 401,
             ProxyError::Forbidden { .. } => 403,
             ProxyError::PaymentRequired { .. } => 402,
@@ -126,6 +133,7 @@ impl ProxyError {
             ProxyError::UpstreamFailed { .. } => "upstream_failed",
             ProxyError::UpstreamTimeout { .. } => "upstream_timeout",
             ProxyError::NoOperation { .. } => "no_operation",
+            ProxyError::NotJson(_) => "invalid_json",
             ProxyError::InvalidRequest(_) => "invalid_request",
             ProxyError::InvalidInput { .. } => "invalid_input",
             ProxyError::TaskNotFound(_) => "task_not_found",
@@ -133,6 +141,7 @@ impl ProxyError {
             ProxyError::Unsupported { .. } => "unsupported",
             ProxyError::UpstreamInvalid { .. } => "upstream_invalid_response",
             ProxyError::UpstreamRejected { .. } => "upstream_rejected",
+            ProxyError::TaskFailed { .. } => "task_failed",
             ProxyError::Unauthorized(_) => "unauthorized",
             ProxyError::Forbidden { .. } => "forbidden",
             ProxyError::PaymentRequired { .. } => "insufficient_credits",

@@ -159,6 +159,8 @@ pub struct RouteEntry {
     pub vars: Option<Spanned<toml::Table>>,
     /// The agent's input schema (MIP-003 Attachment 01), as a table.
     pub input_schema: Option<Spanned<toml::Table>>,
+    /// What the agent does, for discovery documents (agent cards, LMOS descriptions).
+    pub description: Option<String>,
     pub validation: Option<Spanned<String>>,
     pub sync_timeout: Option<Spanned<String>>,
     pub poll_interval: Option<Spanned<String>>,

@@ -297,6 +297,8 @@ pub struct Translation {
     pub vars: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
     /// The input schema the agent takes (MIP-003 Attachment 01 form), when declared here.
     pub input_schema: Option<serde_json::Value>,
+    /// What the agent does, for discovery documents.
+    pub description: Option<String>,
     pub validation: Validation,
     /// How long a front that answers only with the result waits for an asynchronous back.
     pub sync_timeout: Duration,

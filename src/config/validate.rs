@@ -485,6 +485,7 @@ fn translation(r: &file::RouteEntry, path: &str, p: &mut Collector<'_>) -> Optio
     Some(Translation {
         vars,
         input_schema,
+        description: r.description.clone(),
         validation,
         sync_timeout: sync_timeout?,
         poll_interval: poll_interval?,

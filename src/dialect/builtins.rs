@@ -63,6 +63,33 @@ pub enum Builtin {
     If,
     /// `is_empty(v)`: whether `v` is absent, null, "", [] or {}.
     IsEmpty,
+    /// `now_unix_s()`: the current time in Unix seconds.
+    NowUnixS,
+    /// `join(list, sep)`: the texts of a list's elements (see `text_of`), joined with `sep`; a
+    /// single value is its own text.
+    Join,
+    /// `in(v, a, b, …)`: whether `v` equals one of the others; a list argument counts as its
+    /// elements.
+    In,
+    /// `pluck(list, key)`: the values at `key` of a list's elements (absent ones left out).
+    Pluck,
+    /// `where(list, key, value)`: the elements whose `key` equals `value`.
+    Where,
+    /// `add(a, b, …)`: the sum of the present numbers (numeric text counts).
+    Add,
+    /// `number(v)`: a number, or text holding one, as a number.
+    Number,
+    /// `contains(text, part)`: whether `part` occurs in `text` (or a list has the element).
+    Contains,
+    /// `nth(list, i)`: the element at `i` (0-based; negative counts from the end).
+    Nth,
+    /// `to_json_schema(schema)`: an Attachment 01 input schema as JSON Schema.
+    ToJsonSchema,
+    /// `from_json_schema(schema)`: a JSON Schema as an Attachment 01 input schema.
+    FromJsonSchema,
+    /// `parts_text(v)`: the text of message content: a string as is; a list of parts joined
+    /// with newlines, each part a string or an object's `text` (parts without text are skipped).
+    PartsText,
 }
 
 const TABLE: &[(&str, Builtin, usize, usize)] = &[
@@ -93,6 +120,18 @@ const TABLE: &[(&str, Builtin, usize, usize)] = &[
     ("coalesce", Builtin::Coalesce, 1, 16),
     ("if", Builtin::If, 3, 3),
     ("is_empty", Builtin::IsEmpty, 1, 1),
+    ("now_unix_s", Builtin::NowUnixS, 0, 0),
+    ("join", Builtin::Join, 2, 2),
+    ("in", Builtin::In, 2, 32),
+    ("pluck", Builtin::Pluck, 2, 2),
+    ("where", Builtin::Where, 3, 3),
+    ("add", Builtin::Add, 1, 16),
+    ("number", Builtin::Number, 1, 1),
+    ("contains", Builtin::Contains, 2, 2),
+    ("nth", Builtin::Nth, 2, 2),
+    ("to_json_schema", Builtin::ToJsonSchema, 1, 1),
+    ("from_json_schema", Builtin::FromJsonSchema, 1, 1),
+    ("parts_text", Builtin::PartsText, 1, 1),
 ];
 
 /// The names of every built-in, for messages.
@@ -121,6 +160,7 @@ impl Builtin {
                 | Builtin::NowIso
                 | Builtin::NowUnixMs
                 | Builtin::NowPlusMs
+                | Builtin::NowUnixS
         )
     }
 
@@ -319,7 +359,134 @@ pub fn call(f: Builtin, args: Vec<Option<Value>>) -> Result<Option<Value>, Strin
             Some(Value::Object(o)) => o.is_empty(),
             Some(_) => false,
         })),
+        Builtin::NowUnixS => Some(Value::from(chrono::Utc::now().timestamp())),
+        Builtin::Join => {
+            let sep = text(1).unwrap_or_default();
+            arg(0).map(|v| {
+                let items = match v {
+                    Value::Array(a) => a,
+                    other => vec![other],
+                };
+                let texts: Vec<String> = items.iter().filter_map(text_of).collect();
+                Value::String(texts.join(&sep))
+            })
+        }
+        Builtin::In => {
+            let needle = arg(0).unwrap_or(Value::Null);
+            let found = args.iter().skip(1).flatten().any(|v| match v {
+                Value::Array(a) => a.contains(&needle),
+                other => *other == needle,
+            });
+            Some(Value::Bool(found))
+        }
+        Builtin::Pluck => {
+            let key = text(1).unwrap_or_default();
+            arg(0).map(|v| {
+                let items = match v {
+                    Value::Array(a) => a,
+                    other => vec![other],
+                };
+                Value::Array(
+                    items
+                        .iter()
+                        .filter_map(|i| i.get(&key))
+                        .filter(|v| !v.is_null())
+                        .cloned()
+                        .collect(),
+                )
+            })
+        }
+        Builtin::Where => {
+            let key = text(1).unwrap_or_default();
+            let wanted = arg(2).unwrap_or(Value::Null);
+            match arg(0) {
+                Some(Value::Array(a)) => Some(Value::Array(
+                    a.into_iter()
+                        .filter(|i| i.get(&key).unwrap_or(&Value::Null) == &wanted)
+                        .collect(),
+                )),
+                _ => None,
+            }
+        }
+        Builtin::Add => {
+            let numbers: Vec<f64> = args.iter().flatten().filter_map(as_number).collect();
+            if numbers.is_empty() {
+                None
+            } else {
+                let total: f64 = numbers.iter().sum();
+                Some(whole(total))
+            }
+        }
+        Builtin::Number => arg(0).as_ref().and_then(as_number).map(whole),
+        Builtin::Contains => Some(Value::Bool(match (arg(0), arg(1)) {
+            (Some(Value::String(s)), Some(Value::String(part))) => s.contains(&part),
+            (Some(Value::Array(a)), Some(v)) => a.contains(&v),
+            _ => false,
+        })),
+        Builtin::Nth => match (arg(0), arg(1).as_ref().and_then(Value::as_i64)) {
+            (Some(Value::Array(a)), Some(i)) => {
+                let i = if i < 0 { a.len() as i64 + i } else { i };
+                usize::try_from(i).ok().and_then(|i| a.get(i).cloned())
+            }
+            _ => None,
+        },
+        Builtin::PartsText => arg(0).and_then(|v| match v {
+            Value::String(s) => Some(Value::String(s)),
+            Value::Array(parts) => {
+                let texts: Vec<String> = parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        Value::String(s) => Some(s.clone()),
+                        Value::Object(o) => {
+                            o.get("text").and_then(Value::as_str).map(str::to_string)
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                (!texts.is_empty()).then(|| Value::String(texts.join("\n")))
+            }
+            Value::Object(o) => o
+                .get("text")
+                .and_then(Value::as_str)
+                .map(|s| Value::String(s.to_string())),
+            _ => None,
+        }),
+        Builtin::ToJsonSchema => match arg(0) {
+            Some(v) => Some(crate::validation::json_schema::to_json_schema(&v)?),
+            None => None,
+        },
+        Builtin::FromJsonSchema => match arg(0) {
+            Some(v) => Some(crate::validation::json_schema::from_json_schema(&v)?),
+            None => None,
+        },
     })
+}
+
+/// `text_of` for one value: absent for null.
+fn text_of(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Null => None,
+        other => Some(other.to_string()),
+    }
+}
+
+/// A number, or text holding one.
+fn as_number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// A whole number as an integer, anything else as a float.
+fn whole(n: f64) -> Value {
+    if n.fract() == 0.0 && n.abs() < 9.0e15 {
+        Value::from(n as i64)
+    } else {
+        Value::from(n)
+    }
 }
 
 /// A string that holds a JSON object or array (the 2024 Nevermined string-encoded fields),
@@ -380,6 +547,52 @@ mod tests {
         assert_eq!(
             run("with_key", vec![None, Some(json!("k")), None]),
             Some(json!({}))
+        );
+    }
+
+    #[test]
+    fn lists_and_numbers() {
+        let parts = json!([{"text": "a"}, {"data": {}}, {"text": "b"}]);
+        assert_eq!(
+            run("pluck", vec![Some(parts.clone()), Some(json!("text"))]),
+            Some(json!(["a", "b"]))
+        );
+        assert_eq!(
+            run("join", vec![Some(json!(["a", 1, null])), Some(json!("-"))]),
+            Some(json!("a-1"))
+        );
+        assert_eq!(
+            run(
+                "where",
+                vec![Some(parts), Some(json!("text")), Some(json!("b"))]
+            ),
+            Some(json!([{"text": "b"}]))
+        );
+        assert_eq!(
+            run("in", vec![Some(json!(2)), Some(json!([1, 2]))]),
+            Some(json!(true))
+        );
+        assert_eq!(
+            run("in", vec![Some(json!("x")), Some(json!("y")), None]),
+            Some(json!(false))
+        );
+        assert_eq!(
+            run("add", vec![Some(json!("2")), Some(json!(1)), None]),
+            Some(json!(3))
+        );
+        assert_eq!(run("add", vec![None]), None);
+        assert_eq!(run("number", vec![Some(json!("1.5"))]), Some(json!(1.5)));
+        assert_eq!(
+            run("nth", vec![Some(json!([1, 2, 3])), Some(json!(-1))]),
+            Some(json!(3))
+        );
+        assert_eq!(run("nth", vec![Some(json!([1])), Some(json!(-5))]), None);
+        assert_eq!(
+            run(
+                "contains",
+                vec![Some(json!("a mode:input")), Some(json!("mode:input"))]
+            ),
+            Some(json!(true))
         );
     }
 

@@ -13,7 +13,8 @@
 //! | `schema` | an input schema (MIP-003 Attachment 01 form) |
 //! | `search` | a task search: `status`, `name`, `page`, `page_size`, `total` |
 //! | `tasks` | the tasks a search found |
-//! | `request` | `request.id`: the request id |
+//! | `request` | `request.id`: the request id; anything else a front's `[request]` rules read (`request.rpc_id`), echoed into its answers and errors |
+//! | `event` | in stream frames: `first`, `last` (the stream ends after it), `seq` |
 //! | `charge` | `charge.credits`: what this request charged, on priced routes |
 //! | `agent` | what `describe` says: `name`, `title`, `dialect`, `url`, `operations`, `input_schema` |
 //! | `var` | the dialect's variables (`[vars]`, overridden per route) |
@@ -47,6 +48,9 @@ const TASK: &[&str] = &[
     "created_at",
     "updated_at",
     "client_ref",
+    "turn",
+    "message",
+    "conversation",
 ];
 
 const STEP: &[&str] = &[
@@ -97,15 +101,21 @@ pub fn is_known(path: &[String]) -> bool {
             rest.as_slice(),
             ["status"] | ["name"] | ["page"] | ["page_size"] | ["total"]
         ),
-        "request" => matches!(rest.as_slice(), ["id"]),
+        // Open: a front's [request] rules name what they keep.
+        "request" => !rest.is_empty(),
+        "event" => matches!(rest.as_slice(), ["first"] | ["last"] | ["seq"]),
         "charge" => matches!(rest.as_slice(), ["credits"]),
         "agent" => matches!(
             rest.as_slice(),
             [] | ["name"]
                 | ["title"]
+                | ["description"]
                 | ["dialect"]
                 | ["url"]
+                | ["base_url"]
                 | ["operations"]
+                | ["auth"]
+                | ["streaming"]
                 | ["input_schema", ..]
         ),
         _ => false,

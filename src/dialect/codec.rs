@@ -105,6 +105,19 @@ pub fn decode(rules: &Rules, msg: &Message, ctx: &Context<'_>) -> Result<Value, 
     Ok(doc)
 }
 
+/// Reads `msg` into an existing document, whose fields the rules' expressions can see.
+pub fn decode_onto(
+    rules: &Rules,
+    msg: &Message,
+    ctx: &Context<'_>,
+    doc: &mut Value,
+) -> Result<(), CodecError> {
+    if !doc.is_object() {
+        *doc = Value::Object(Map::new());
+    }
+    decode_into(rules, msg, ctx, doc)
+}
+
 fn decode_into(
     rules: &Rules,
     msg: &Message,
@@ -114,7 +127,13 @@ fn decode_into(
     for rule in rules.0.iter().filter(|r| r.direction != Direction::Emit) {
         let found = std::iter::once(&rule.location)
             .chain(&rule.aliases)
-            .find_map(|loc| read_location(msg, loc).filter(|v| !v.is_null()))
+            .find_map(|loc| {
+                if rule.all {
+                    read_all(msg, loc)
+                } else {
+                    read_location(msg, loc).filter(|v| !v.is_null())
+                }
+            })
             .or_else(|| rule.default.clone());
         let mut reason = None;
         let converted = match found {
@@ -127,7 +146,7 @@ fn decode_into(
                         });
                     }
                 }
-                match rule.conversion {
+                match &rule.conversion {
                     Some(c) => {
                         let (v, r) = convert_read(c, raw, rule, ctx)?;
                         reason = r;
@@ -200,6 +219,22 @@ fn decode_into(
     Ok(())
 }
 
+/// Whether `expr` holds for `doc` (an error counts as not holding).
+pub fn holds(expr: &Expr, doc: &Value, ctx: &Context<'_>) -> bool {
+    evaluate(expr, doc, ctx).is_some_and(|v| truthy(Some(&v)))
+}
+
+/// The value of `expr` for `doc`; absent on an error.
+pub fn evaluate(expr: &Expr, doc: &Value, ctx: &Context<'_>) -> Option<Value> {
+    let scope = DocScope {
+        root: doc,
+        bind: None,
+        vars: ctx.vars,
+        current: None,
+    };
+    expr.eval(&scope).ok().flatten()
+}
+
 /// Writes `doc` as a dialect message.
 pub fn encode(rules: &Rules, doc: &Value, ctx: &Context<'_>) -> Result<Message, CodecError> {
     let scope = DocScope {
@@ -266,7 +301,7 @@ fn encode_into(
                 (None, None) => None,
             },
         };
-        let value = match (value, rule.conversion) {
+        let value = match (value, &rule.conversion) {
             (Some(v), Some(c)) if rule.value.is_none() => {
                 Some(convert_emit(c, v, rule, scope, ctx)?)
             }
@@ -275,6 +310,7 @@ fn encode_into(
         let Some(value) = value
             .filter(|v| !v.is_null())
             .or_else(|| rule.default.clone())
+            .or_else(|| rule.nullable.then_some(Value::Null))
         else {
             if rule.required {
                 return Err(CodecError::Missing {
@@ -295,7 +331,19 @@ fn eval(expr: &Expr, scope: &DocScope<'_>, rule: &Rule) -> Result<Option<Value>,
     })
 }
 
-fn read_location(msg: &Message, loc: &Location) -> Option<Value> {
+/// Every match of a JSONPath, as a list; absent when there is none.
+fn read_all(msg: &Message, loc: &Location) -> Option<Value> {
+    match loc {
+        Location::Json(path) => {
+            let found = path.read_all(msg.body.as_ref()?);
+            (!found.is_empty()).then_some(Value::Array(found))
+        }
+        other => read_location(msg, other).filter(|v| !v.is_null()),
+    }
+}
+
+/// The value at a location of a message, if any.
+pub fn read_location(msg: &Message, loc: &Location) -> Option<Value> {
     match loc {
         Location::Json(path) => msg.body.as_ref().and_then(|b| path.read(b)),
         Location::Param(name) => msg.params.get(name).cloned().map(Value::String),
@@ -343,7 +391,7 @@ fn text(v: &Value) -> String {
 
 /// dialect → canonical; also returns the reason a status carries.
 fn convert_read(
-    c: Conversion,
+    c: &Conversion,
     raw: Value,
     rule: &Rule,
     ctx: &Context<'_>,
@@ -353,23 +401,27 @@ fn convert_read(
         message: message.to_string(),
     };
     match c {
-        Conversion::Status => {
-            let table = ctx
-                .mapping
-                .status
-                .as_ref()
-                .ok_or_else(|| invalid("the dialect has no status table"))?;
-            let Value::String(s) = &raw else {
+        Conversion::Table(table) => {
+            if table.status && !raw.is_string() {
                 return Err(CodecError::WrongType {
                     field: rule.label.clone(),
                     expected: "a string",
                 });
-            };
-            let (status, reason) = table.read(s).ok_or_else(|| CodecError::UnknownStatus {
-                field: rule.label.clone(),
-                value: s.clone(),
-            })?;
-            Ok((Value::String(status.name().to_string()), reason.clone()))
+            }
+            table.read(&raw).ok_or_else(|| {
+                let value = super::mapping::value_text(&raw);
+                if table.status {
+                    CodecError::UnknownStatus {
+                        field: rule.label.clone(),
+                        value,
+                    }
+                } else {
+                    CodecError::Invalid {
+                        field: rule.label.clone(),
+                        message: format!("`{value}` is not in the table `{}`", table.name),
+                    }
+                }
+            })
         }
         Conversion::TaskId | Conversion::StepId => {
             let template = id_template(c, ctx);
@@ -389,7 +441,7 @@ fn convert_read(
 
 /// canonical → dialect.
 fn convert_emit(
-    c: Conversion,
+    c: &Conversion,
     v: Value,
     rule: &Rule,
     scope: &DocScope<'_>,
@@ -400,22 +452,22 @@ fn convert_emit(
         message,
     };
     match c {
-        Conversion::Status => {
-            let table = ctx
-                .mapping
-                .status
-                .as_ref()
-                .ok_or_else(|| invalid("the dialect has no status table".to_string()))?;
-            let status = text(&v);
-            let reason = rule
-                .field
-                .as_ref()
-                .and_then(|f| scope.lookup(&sibling(f, "reason")))
-                .map(|r| text(&r));
-            table
-                .emit(&status, reason.as_deref())
-                .map(|s| Value::String(s.to_string()))
-                .ok_or_else(|| invalid(format!("the status table has no value for `{status}`")))
+        Conversion::Table(table) => {
+            let reason = if table.status {
+                rule.field
+                    .as_ref()
+                    .and_then(|f| scope.lookup(&sibling(f, "reason")))
+                    .map(|r| text(&r))
+            } else {
+                None
+            };
+            table.emit(&v, reason.as_deref()).ok_or_else(|| {
+                invalid(format!(
+                    "the table `{}` has no value for `{}`",
+                    table.name,
+                    text(&v)
+                ))
+            })
         }
         Conversion::TaskId | Conversion::StepId => {
             let template = id_template(c, ctx);
@@ -432,7 +484,7 @@ fn convert_emit(
 }
 
 /// The `[ids]` template an id conversion uses.
-fn id_template<'a>(c: Conversion, ctx: &'a Context<'_>) -> &'a Option<IdTemplate> {
+fn id_template<'a>(c: &Conversion, ctx: &'a Context<'_>) -> &'a Option<IdTemplate> {
     match c {
         Conversion::StepId => &ctx.mapping.ids.step,
         _ => &ctx.mapping.ids.task,

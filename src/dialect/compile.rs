@@ -14,7 +14,8 @@ use toml::Spanned;
 use super::canonical;
 use super::expr::Expr;
 use super::file::{
-    ErrorSection, FieldRule, IdsSection, OperationSection, ShapeSection, StatusSection,
+    CallSection, Condition as ConditionSection, ErrorSection, FieldRule, IdsSection,
+    OperationSection, RequestSection, ShapeSection, StatusSection, StreamSection, TableSection,
 };
 use super::location::{JsonLocation, Location};
 use super::mapping::*;
@@ -30,9 +31,12 @@ const TOP_KEYS: &[&str] = &[
     "vars",
     "ids",
     "status",
+    "tables",
     "input_schema",
+    "request",
     "error",
     "shapes",
+    "calls",
     "operations",
 ];
 
@@ -57,6 +61,9 @@ pub fn parse(text: &str, origin: &str) -> Result<Mapping, Problems> {
             "vars" => raw.vars = one::<toml::Table>(value, name, &mut p),
             "ids" => raw.ids = one::<IdsSection>(value, name, &mut p),
             "status" => raw.status = one::<StatusSection>(value, name, &mut p),
+            "tables" => raw.tables = entries::<TableSection>(value, name, &mut p),
+            "request" => raw.request = one::<RequestSection>(value, name, &mut p),
+            "calls" => raw.calls = entries::<CallSection>(value, name, &mut p),
             "input_schema" => raw.input_schema = one::<toml::Value>(value, name, &mut p),
             "error" => raw.error = one::<ErrorSection>(value, name, &mut p),
             "shapes" => raw.shapes = entries::<ShapeSection>(value, name, &mut p),
@@ -95,9 +102,12 @@ struct Raw {
     vars: Option<toml::Table>,
     ids: Option<IdsSection>,
     status: Option<StatusSection>,
+    tables: Vec<(Spanned<String>, TableSection)>,
     input_schema: Option<toml::Value>,
+    request: Option<RequestSection>,
     error: Option<ErrorSection>,
     shapes: Vec<(Spanned<String>, ShapeSection)>,
+    calls: Vec<(Spanned<String>, CallSection)>,
     operations: Vec<(Spanned<String>, OperationSection)>,
 }
 
@@ -162,13 +172,29 @@ fn compile(raw: Raw, origin: &str, p: &mut Collector<'_>) -> Option<Mapping> {
         None => Map::new(),
     };
     let ids = raw.ids.map(|i| compile_ids(i, p)).unwrap_or_default();
-    let status = raw.status.map(|s| compile_status(s, p));
+    let mut tables = BTreeMap::new();
+    if let Some(s) = raw.status {
+        tables.insert("status".to_string(), Arc::new(compile_status(s, p)));
+    }
+    for (name, t) in raw.tables {
+        if name.get_ref() == "status" {
+            p.at(
+                Some(name.span()),
+                "tables.status",
+                "`status` is the [status] table; name this one differently",
+            );
+            continue;
+        }
+        let table = compile_table(name.get_ref(), t, p);
+        tables.insert(name.into_inner(), Arc::new(table));
+    }
     let input_schema = raw.input_schema.and_then(|v| serde_json::to_value(v).ok());
 
     let mut cx = RuleCx {
         vars: &vars,
         shapes: BTreeMap::new(),
-        has_status: status.is_some(),
+        tables: &tables,
+        calls: BTreeMap::new(),
         has_ids: (ids.task.is_some(), ids.step.is_some()),
     };
     // Shapes first: operations refer to them. Shapes do not nest other shapes.
@@ -198,23 +224,44 @@ fn compile(raw: Raw, origin: &str, p: &mut Collector<'_>) -> Option<Mapping> {
     }
     let error = raw
         .error
+        .as_ref()
         .map(|e| cx.rules(&e.fields, "error", &[], true, p));
+    let error_status = raw
+        .error
+        .as_ref()
+        .and_then(|e| cx.expr(e.status.as_ref(), "error.status", false, p));
+    let request = raw
+        .request
+        .map(|r| cx.rules(&r.fields, "request", &[], false, p));
+    for (call_name, call) in &raw.calls {
+        if let Some(c) = cx.call(call_name.get_ref(), call, p) {
+            cx.calls.insert(call_name.get_ref().clone(), Arc::new(c));
+        }
+    }
     let mut ops: Vec<Op> = Vec::new();
     for (op_name, op) in &raw.operations {
-        let Some(kind) = Operation::from_name(op_name.get_ref()) else {
+        let (kind_name, kind_span) = match &op.operation {
+            Some(o) => (o.get_ref(), o.span()),
+            None => (op_name.get_ref(), op_name.span()),
+        };
+        let Some(kind) = Operation::from_name(kind_name) else {
             let known: Vec<&str> = Operation::ALL.iter().map(|o| o.name()).collect();
+            let hint = if op.operation.is_none() {
+                "; or say which with `operation = \"…\"`"
+            } else {
+                ""
+            };
             p.at(
-                Some(op_name.span()),
+                Some(kind_span),
                 format!("operations.{}", op_name.get_ref()),
                 format!(
-                    "`{}` is not a canonical operation; known: {}",
-                    op_name.get_ref(),
+                    "`{kind_name}` is not a canonical operation; known: {}{hint}",
                     known.join(", ")
                 ),
             );
             continue;
         };
-        if let Some(compiled) = cx.operation(kind, op, p) {
+        if let Some(compiled) = cx.operation(op_name.get_ref(), kind, op, p) {
             ops.push(compiled);
         }
     }
@@ -225,9 +272,11 @@ fn compile(raw: Raw, origin: &str, p: &mut Collector<'_>) -> Option<Mapping> {
         steps,
         vars,
         ids,
-        status,
+        tables,
         input_schema,
         error,
+        error_status,
+        request,
         ops,
     })
 }
@@ -257,42 +306,76 @@ fn status_key(text: &str) -> Option<(Status, Option<String>)> {
     Status::from_name(s).map(|st| (st, reason))
 }
 
-fn compile_status(s: StatusSection, p: &mut Collector<'_>) -> StatusTable {
-    let ignore_case = s.ignore_case.unwrap_or(false);
+fn compile_status(s: StatusSection, p: &mut Collector<'_>) -> Table {
+    let read = s
+        .read
+        .into_iter()
+        .map(|(k, v)| {
+            let span = v.span();
+            (k, Spanned::new(span, toml::Value::String(v.into_inner())))
+        })
+        .collect();
+    let emit = s
+        .emit
+        .get_ref()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    status_table(
+        "status",
+        "status",
+        read,
+        (emit, s.emit.span()),
+        s.ignore_case,
+        p,
+    )
+}
+
+/// A status table from its read and emit maps; `where_` names it in problems.
+fn status_table(
+    name: &str,
+    where_: &str,
+    read_raw: Vec<(String, Spanned<toml::Value>)>,
+    (emit_raw, emit_span): (Vec<(String, Spanned<String>)>, Range<usize>),
+    ignore_case: Option<bool>,
+    p: &mut Collector<'_>,
+) -> Table {
+    let ignore_case = ignore_case.unwrap_or(false);
     let statuses = Status::ALL.map(Status::name).join(", ");
     let mut read = BTreeMap::new();
-    for (dialect_value, canonical) in &s.read {
-        match status_key(canonical.get_ref()) {
-            Some(v) => {
+    for (dialect_value, canonical) in &read_raw {
+        let text = canonical.get_ref().as_str().unwrap_or_default();
+        match status_key(text) {
+            Some((status, reason)) => {
                 let key = if ignore_case {
                     fold(dialect_value)
                 } else {
                     dialect_value.clone()
                 };
-                read.insert(key, v);
+                read.insert(key, (Value::String(status.name().to_string()), reason));
             }
             None => p.at(
                 Some(canonical.span()),
-                format!("status.read.{dialect_value}"),
-                format!(
-                    "`{}` is not a canonical status ({statuses}), optionally with /reason",
-                    canonical.get_ref()
-                ),
+                format!("{where_}.read.{dialect_value}"),
+                format!("`{text}` is not a canonical status ({statuses}), optionally with /reason"),
             ),
         }
     }
     let mut emit = BTreeMap::new();
-    for (canonical, dialect_value) in s.emit.get_ref() {
+    for (canonical, dialect_value) in &emit_raw {
         if status_key(canonical).is_none() {
             p.at(
                 Some(dialect_value.span()),
-                format!("status.emit.{canonical}"),
+                format!("{where_}.emit.{canonical}"),
                 format!(
                     "`{canonical}` is not a canonical status ({statuses}), optionally with /reason"
                 ),
             );
         }
-        emit.insert(canonical.clone(), dialect_value.get_ref().clone());
+        emit.insert(
+            canonical.clone(),
+            Value::String(dialect_value.get_ref().clone()),
+        );
     }
     let missing: Vec<&str> = Status::ALL
         .iter()
@@ -301,47 +384,223 @@ fn compile_status(s: StatusSection, p: &mut Collector<'_>) -> StatusTable {
         .collect();
     if !missing.is_empty() {
         p.at(
-            Some(s.emit.span()),
-            "status.emit",
+            Some(emit_span),
+            format!("{where_}.emit"),
             format!(
                 "incomplete status table: no dialect value for {}",
                 missing.join(", ")
             ),
         );
     }
-    StatusTable {
+    Table {
+        name: name.to_string(),
         read,
         emit,
+        read_default: None,
+        emit_default: None,
         ignore_case,
+        status: true,
+    }
+}
+
+/// A `[tables.NAME]` section.
+fn compile_table(name: &str, t: TableSection, p: &mut Collector<'_>) -> Table {
+    let where_ = format!("tables.{name}");
+    let json = |v: &toml::Value| serde_json::to_value(v).unwrap_or(Value::Null);
+    if t.status.unwrap_or(false) {
+        let read = t
+            .read
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, Spanned::new(0..0, v)))
+            .collect();
+        let (emit, span) = match t.emit {
+            Some(e) => {
+                let span = e.span();
+                let emit = e
+                    .into_inner()
+                    .into_iter()
+                    .map(|(k, v)| {
+                        let text = json(&v);
+                        (
+                            k,
+                            Spanned::new(span.clone(), super::mapping::value_text(&text)),
+                        )
+                    })
+                    .collect();
+                (emit, span)
+            }
+            None => (Vec::new(), 0..0),
+        };
+        let mut table = status_table(name, &where_, read, (emit, span), t.ignore_case, p);
+        table.read_default = t.read_default.as_ref().map(json);
+        table.emit_default = t.emit_default.as_ref().map(json);
+        return table;
+    }
+    let ignore_case = t.ignore_case.unwrap_or(false);
+    let read = t
+        .read
+        .unwrap_or_default()
+        .iter()
+        .map(|(k, v)| {
+            let key = if ignore_case { fold(k) } else { k.clone() };
+            (key, (json(v), None))
+        })
+        .collect();
+    let emit = t
+        .emit
+        .map(|e| {
+            e.into_inner()
+                .iter()
+                .map(|(k, v)| (k.clone(), json(v)))
+                .collect()
+        })
+        .unwrap_or_default();
+    Table {
+        name: name.to_string(),
+        read,
+        emit,
+        read_default: t.read_default.as_ref().map(json),
+        emit_default: t.emit_default.as_ref().map(json),
+        ignore_case,
+        status: false,
     }
 }
 
 struct RuleCx<'a> {
     vars: &'a Map<String, Value>,
     shapes: BTreeMap<String, Arc<Shape>>,
-    has_status: bool,
+    tables: &'a BTreeMap<String, Arc<Table>>,
+    calls: BTreeMap<String, Arc<Call>>,
     has_ids: (bool, bool),
 }
 
 impl RuleCx<'_> {
-    fn operation(
-        &self,
-        kind: Operation,
-        op: &OperationSection,
-        p: &mut Collector<'_>,
-    ) -> Option<Op> {
-        let where_ = format!("operations.{}", kind.name());
-        let method = match Method::from_bytes(op.method.get_ref().to_ascii_uppercase().as_bytes()) {
+    fn call(&self, name: &str, c: &CallSection, p: &mut Collector<'_>) -> Option<Call> {
+        let where_ = format!("calls.{name}");
+        let method = self.method(&c.method, &where_, p);
+        let path = match PathTemplate::parse(c.path.get_ref()) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                p.at(Some(c.path.span()), format!("{where_}.path"), e);
+                None
+            }
+        };
+        let params: Vec<String> = path
+            .as_ref()
+            .map(|t| t.params().map(str::to_string).collect())
+            .unwrap_or_default();
+        let request = self.rules(
+            c.request.as_deref().unwrap_or(&[]),
+            &format!("{where_}.request"),
+            &params,
+            true,
+            p,
+        );
+        let response = self.rules(
+            c.response.as_deref().unwrap_or(&[]),
+            &format!("{where_}.response"),
+            &[],
+            true,
+            p,
+        );
+        Some(Call {
+            name: name.to_string(),
+            method: method?,
+            path: path?,
+            request,
+            response,
+        })
+    }
+
+    fn method(&self, m: &Spanned<String>, where_: &str, p: &mut Collector<'_>) -> Option<Method> {
+        match Method::from_bytes(m.get_ref().to_ascii_uppercase().as_bytes()) {
             Ok(m) => Some(m),
             Err(_) => {
                 p.at(
-                    Some(op.method.span()),
+                    Some(m.span()),
                     format!("{where_}.method"),
                     "is not an HTTP method",
                 );
                 None
             }
+        }
+    }
+
+    fn condition(
+        &self,
+        c: &Spanned<ConditionSection>,
+        where_: &str,
+        p: &mut Collector<'_>,
+    ) -> Option<Condition> {
+        let r = c.get_ref();
+        let places: Vec<(&str, &Spanned<String>)> = [
+            ("json", &r.json),
+            ("header", &r.header),
+            ("query", &r.query),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| (k, v)))
+        .collect();
+        let [(kind, place)] = places.as_slice() else {
+            p.at(
+                Some(c.span()),
+                where_,
+                "a condition needs exactly one of `json`, `header`, `query`",
+            );
+            return None;
         };
+        if r.equals.is_none() && r.not.is_none() && r.present.is_none() {
+            p.at(
+                Some(c.span()),
+                where_,
+                "a condition needs `equals`, `not` or `present`",
+            );
+        }
+        let location = self.location(kind, place, where_, &[], p)?;
+        let json = |v: &Vec<toml::Value>| -> Vec<Value> {
+            v.iter()
+                .filter_map(|x| serde_json::to_value(x).ok())
+                .collect()
+        };
+        Some(Condition {
+            location,
+            equals: r.equals.as_ref().map(json),
+            not: r.not.as_ref().map(json).unwrap_or_default(),
+            present: r.present,
+        })
+    }
+
+    fn stream(&self, s: &StreamSection, where_: &str, p: &mut Collector<'_>) -> Option<Stream> {
+        let until = match s.until.as_ref().map(|u| u.get_ref().as_str()) {
+            None | Some("terminal") => Until::Terminal,
+            Some("settled") => Until::Settled,
+            Some(other) => {
+                p.at(
+                    s.until.as_ref().map(|u| u.span()),
+                    format!("{where_}.until"),
+                    format!("`{other}` is not `terminal` or `settled`"),
+                );
+                Until::Terminal
+            }
+        };
+        let frames = self.rules(&s.frames, &format!("{where_}.frames"), &[], true, p);
+        Some(Stream {
+            frames,
+            until,
+            done: s.done.clone(),
+        })
+    }
+
+    fn operation(
+        &self,
+        key: &str,
+        kind: Operation,
+        op: &OperationSection,
+        p: &mut Collector<'_>,
+    ) -> Option<Op> {
+        let where_ = format!("operations.{key}");
+        let method = self.method(&op.method, &where_, p);
         let path = match PathTemplate::parse(op.path.get_ref()) {
             Ok(t) => Some(t),
             Err(e) => {
@@ -416,13 +675,61 @@ impl RuleCx<'_> {
             true,
             p,
         );
+        let conditions = op
+            .conditions
+            .iter()
+            .flatten()
+            .enumerate()
+            .filter_map(|(i, c)| self.condition(c, &format!("{where_}.match[{i}]"), p))
+            .collect();
+        let when = self.expr(op.when.as_ref(), &format!("{where_}.when"), false, p);
+        let wait = self.expr(op.wait.as_ref(), &format!("{where_}.wait"), false, p);
+        let failed_as_error = match op.failed.as_ref().map(|f| f.get_ref().as_str()) {
+            None | Some("task") => false,
+            Some("error") => true,
+            Some(other) => {
+                p.at(
+                    op.failed.as_ref().map(|f| f.span()),
+                    format!("{where_}.failed"),
+                    format!("`{other}` is not `task` or `error`"),
+                );
+                false
+            }
+        };
+        let then = op
+            .then
+            .iter()
+            .flatten()
+            .filter_map(|name| match self.calls.get(name.get_ref()) {
+                Some(c) => Some(c.clone()),
+                None => {
+                    p.at(
+                        Some(name.span()),
+                        format!("{where_}.then"),
+                        format!("no call named `{}` in [calls]", name.get_ref()),
+                    );
+                    None
+                }
+            })
+            .collect();
+        let stream = op
+            .stream
+            .as_ref()
+            .and_then(|s| self.stream(s, &format!("{where_}.stream"), p));
         Some(Op {
+            key: key.to_string(),
             op: kind,
+            conditions,
+            when,
+            then,
+            stream,
             method: method?,
             path: path?,
             also,
             status,
             returns,
+            wait,
+            failed_as_error,
             validate,
             request,
             response,
@@ -568,7 +875,7 @@ impl RuleCx<'_> {
         }
         if direction == Direction::Read && r.field.is_none() && nested.is_none() {
             p.at(
-                Some(span),
+                Some(span.clone()),
                 where_,
                 "nowhere to store what is read: give `field`",
             );
@@ -586,6 +893,10 @@ impl RuleCx<'_> {
             .default
             .as_ref()
             .and_then(|d| serde_json::to_value(d).ok());
+        let all = r.all.unwrap_or(false);
+        if all && *kind != "json" {
+            p.at(Some(span), where_, "`all` is for `json` rules");
+        }
         if p_len(p) != before {
             return None;
         }
@@ -603,6 +914,8 @@ impl RuleCx<'_> {
             kind: kind_check,
             nested,
             direction,
+            all,
+            nullable: r.nullable.unwrap_or(false),
         })
     }
 
@@ -689,20 +1002,29 @@ impl RuleCx<'_> {
     fn conversion(&self, r: &FieldRule, where_: &str, p: &mut Collector<'_>) -> Option<Conversion> {
         let mut found: Vec<(Range<usize>, Conversion)> = Vec::new();
         if let Some(t) = &r.table {
-            if t.get_ref() != "status" {
-                p.at(
-                    Some(t.span()),
-                    format!("{where_}.table"),
-                    "the only table is `status`",
-                );
-            } else if !self.has_status {
-                p.at(
+            match self.tables.get(t.get_ref()) {
+                Some(table) => found.push((t.span(), Conversion::Table(table.clone()))),
+                None if t.get_ref() == "status" => p.at(
                     Some(t.span()),
                     format!("{where_}.table"),
                     "the mapping has no [status] table",
-                );
-            } else {
-                found.push((t.span(), Conversion::Status));
+                ),
+                None => {
+                    let known: Vec<&str> = self.tables.keys().map(String::as_str).collect();
+                    p.at(
+                        Some(t.span()),
+                        format!("{where_}.table"),
+                        format!(
+                            "no table named `{}`; the mapping has: {}",
+                            t.get_ref(),
+                            if known.is_empty() {
+                                "none".to_string()
+                            } else {
+                                known.join(", ")
+                            }
+                        ),
+                    )
+                }
             }
         }
         if let Some(i) = &r.id {
@@ -738,7 +1060,7 @@ impl RuleCx<'_> {
                 "a rule has at most one of `table`, `id`, `time`",
             );
         }
-        found.first().map(|(_, c)| *c)
+        found.into_iter().next().map(|(_, c)| c)
     }
 
     fn shape(

@@ -2,14 +2,20 @@
 //! when a mapping is loaded and evaluated per message.
 //!
 //! ```text
-//! expr    := coalesce ( ("==" | "!=") coalesce )?
-//! coalesce:= unary ( "??" unary )*          a ?? b: a when present (not null, not ""), else b
+//! expr    := and ( "||" and )*                 the first truthy operand (or the last), like JS
+//! and     := cmp ( "&&" cmp )*                 the first falsy operand (or the last)
+//! cmp     := coalesce ( ("==" | "!=" | "<" | "<=" | ">" | ">=") coalesce )?
+//! coalesce:= unary ( "??" unary )*             a ?? b: a when present (not null, not ""), else b
 //! unary   := "!" unary | primary
-//! primary := literal | "$" | path | call | "(" expr ")"
-//! literal := 'text' | "text" | number | true | false | null | {} | []
-//! path    := name ( "." name )*              a canonical field (task.input.text), var.NAME, or $.x
+//! primary := literal | "$" | path | call | list | "(" expr ")"
+//! literal := 'text' | "text" | number | true | false | null | {}
+//! list    := "[" ( expr ( "," expr )* )? "]"   absent and null elements are left out
+//! path    := name ( "." name )*                a canonical field (task.input.text), var.NAME, or $.x
 //! call    := name "(" ( expr ( "," expr )* )? ")"   a built-in function
 //! ```
+//!
+//! `<`, `<=`, `>`, `>=` compare numbers (numeric text counts as a number) and are false when
+//! either side is not one.
 //!
 //! A value is a JSON value or *absent*; a path that leads nowhere is absent, and absent is not an
 //! error: the field rule that uses it decides (default, required, or leave the field out).
@@ -30,7 +36,22 @@ pub enum Expr {
     Coalesce(Box<Expr>, Box<Expr>),
     Eq(Box<Expr>, Box<Expr>),
     Ne(Box<Expr>, Box<Expr>),
+    /// A numeric comparison.
+    Cmp(Box<Expr>, Ordering, Box<Expr>),
+    And(Box<Expr>, Box<Expr>),
+    Or(Box<Expr>, Box<Expr>),
     Not(Box<Expr>),
+    /// `[a, b]`: a list of the present values.
+    List(Vec<Expr>),
+}
+
+/// What a numeric comparison asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ordering {
+    Less,
+    LessEq,
+    Greater,
+    GreaterEq,
 }
 
 /// Where expressions find their values.
@@ -82,9 +103,51 @@ impl Expr {
                 Some(v) if !v.is_null() && v != Value::String(String::new()) => Ok(Some(v)),
                 _ => b.eval(scope),
             },
-            Expr::Eq(a, b) => Ok(Some(Value::Bool(a.eval(scope)? == b.eval(scope)?))),
-            Expr::Ne(a, b) => Ok(Some(Value::Bool(a.eval(scope)? != b.eval(scope)?))),
+            // Absent and null are equal.
+            Expr::Eq(a, b) => Ok(Some(Value::Bool(
+                a.eval(scope)?.unwrap_or(Value::Null) == b.eval(scope)?.unwrap_or(Value::Null),
+            ))),
+            Expr::Ne(a, b) => Ok(Some(Value::Bool(
+                a.eval(scope)?.unwrap_or(Value::Null) != b.eval(scope)?.unwrap_or(Value::Null),
+            ))),
+            Expr::Cmp(a, o, b) => {
+                let (x, y) = (number(a.eval(scope)?), number(b.eval(scope)?));
+                Ok(Some(Value::Bool(match (x, y) {
+                    (Some(x), Some(y)) => match o {
+                        Ordering::Less => x < y,
+                        Ordering::LessEq => x <= y,
+                        Ordering::Greater => x > y,
+                        Ordering::GreaterEq => x >= y,
+                    },
+                    _ => false,
+                })))
+            }
+            Expr::And(a, b) => {
+                let left = a.eval(scope)?;
+                if truthy(left.as_ref()) {
+                    b.eval(scope)
+                } else {
+                    Ok(left)
+                }
+            }
+            Expr::Or(a, b) => {
+                let left = a.eval(scope)?;
+                if truthy(left.as_ref()) {
+                    Ok(left)
+                } else {
+                    b.eval(scope)
+                }
+            }
             Expr::Not(a) => Ok(Some(Value::Bool(!truthy(a.eval(scope)?.as_ref())))),
+            Expr::List(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for i in items {
+                    if let Some(v) = i.eval(scope)?.filter(|v| !v.is_null()) {
+                        out.push(v);
+                    }
+                }
+                Ok(Some(Value::Array(out)))
+            }
         }
     }
 
@@ -98,8 +161,15 @@ impl Expr {
     fn collect_paths<'a>(&'a self, out: &mut Vec<&'a [String]>) {
         match self {
             Expr::Path(p) => out.push(p),
-            Expr::Call(_, args) => args.iter().for_each(|a| a.collect_paths(out)),
-            Expr::Coalesce(a, b) | Expr::Eq(a, b) | Expr::Ne(a, b) => {
+            Expr::Call(_, args) | Expr::List(args) => {
+                args.iter().for_each(|a| a.collect_paths(out))
+            }
+            Expr::Coalesce(a, b)
+            | Expr::Eq(a, b)
+            | Expr::Ne(a, b)
+            | Expr::Cmp(a, _, b)
+            | Expr::And(a, b)
+            | Expr::Or(a, b) => {
                 a.collect_paths(out);
                 b.collect_paths(out);
             }
@@ -118,7 +188,13 @@ impl Expr {
                 !f.is_source() && !args.is_empty() && args.iter().all(Expr::uses_current_only)
             }
             Expr::Coalesce(a, b) => a.uses_current_only() && b.uses_current_only(),
-            Expr::Eq(..) | Expr::Ne(..) | Expr::Not(_) => false,
+            Expr::Eq(..)
+            | Expr::Ne(..)
+            | Expr::Cmp(..)
+            | Expr::And(..)
+            | Expr::Or(..)
+            | Expr::Not(_)
+            | Expr::List(_) => false,
         }
     }
 
@@ -126,13 +202,25 @@ impl Expr {
     pub fn uses_current(&self) -> bool {
         match self {
             Expr::Current(_) => true,
-            Expr::Call(_, args) => args.iter().any(Expr::uses_current),
-            Expr::Coalesce(a, b) | Expr::Eq(a, b) | Expr::Ne(a, b) => {
-                a.uses_current() || b.uses_current()
-            }
+            Expr::Call(_, args) | Expr::List(args) => args.iter().any(Expr::uses_current),
+            Expr::Coalesce(a, b)
+            | Expr::Eq(a, b)
+            | Expr::Ne(a, b)
+            | Expr::Cmp(a, _, b)
+            | Expr::And(a, b)
+            | Expr::Or(a, b) => a.uses_current() || b.uses_current(),
             Expr::Not(a) => a.uses_current(),
             Expr::Literal(_) | Expr::Path(_) => false,
         }
+    }
+}
+
+/// A number, or text holding one.
+fn number(v: Option<Value>) -> Option<f64> {
+    match v? {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
     }
 }
 
@@ -197,12 +285,38 @@ impl Parser {
     }
 
     fn expr(&mut self) -> Result<Expr, String> {
+        let mut left = self.and()?;
+        while self.eat("||") {
+            left = Expr::Or(Box::new(left), Box::new(self.and()?));
+        }
+        Ok(left)
+    }
+
+    fn and(&mut self) -> Result<Expr, String> {
+        let mut left = self.cmp()?;
+        while self.eat("&&") {
+            left = Expr::And(Box::new(left), Box::new(self.cmp()?));
+        }
+        Ok(left)
+    }
+
+    fn cmp(&mut self) -> Result<Expr, String> {
         let left = self.coalesce()?;
         if self.eat("==") {
             return Ok(Expr::Eq(Box::new(left), Box::new(self.coalesce()?)));
         }
         if self.eat("!=") {
             return Ok(Expr::Ne(Box::new(left), Box::new(self.coalesce()?)));
+        }
+        for (token, o) in [
+            ("<=", Ordering::LessEq),
+            (">=", Ordering::GreaterEq),
+            ("<", Ordering::Less),
+            (">", Ordering::Greater),
+        ] {
+            if self.eat(token) {
+                return Ok(Expr::Cmp(Box::new(left), o, Box::new(self.coalesce()?)));
+            }
         }
         Ok(left)
     }
@@ -248,10 +362,23 @@ impl Parser {
                 }
             }
             '[' => {
-                if self.eat("[") && self.eat("]") {
+                self.pos += 1;
+                let mut items = Vec::new();
+                if !self.eat("]") {
+                    loop {
+                        items.push(self.expr()?);
+                        if self.eat("]") {
+                            break;
+                        }
+                        if !self.eat(",") {
+                            return Err(self.expected("`,` or `]`"));
+                        }
+                    }
+                }
+                if items.is_empty() {
                     Ok(Expr::Literal(Value::Array(Vec::new())))
                 } else {
-                    Err(self.expected("`[]` (only empty array literals are allowed)"))
+                    Ok(Expr::List(items))
                 }
             }
             '$' => {
@@ -431,6 +558,38 @@ mod tests {
         assert_eq!(
             eval("json_string($)", json!({}), Some(json!([1]))),
             Some(json!("[1]"))
+        );
+    }
+
+    #[test]
+    fn logic_lists_and_numbers() {
+        let doc = json!({"task": {"turn": 2, "name": "n", "text": "3"}});
+        assert_eq!(eval("task.turn > 1", doc.clone(), None), Some(json!(true)));
+        assert_eq!(eval("task.text >= 3", doc.clone(), None), Some(json!(true)));
+        assert_eq!(eval("task.name < 3", doc.clone(), None), Some(json!(false)));
+        assert_eq!(
+            eval("task.turn > 1 && task.name == 'n'", doc.clone(), None),
+            Some(json!(true))
+        );
+        assert_eq!(
+            eval("task.missing || 'fallback'", doc.clone(), None),
+            Some(json!("fallback"))
+        );
+        assert_eq!(
+            eval("task.turn < 1 || task.missing == null", doc.clone(), None),
+            Some(json!(true))
+        );
+        assert_eq!(
+            eval(
+                "[task.name, task.missing, object('a', task.turn)]",
+                doc,
+                None
+            ),
+            Some(json!(["n", {"a": 2}]))
+        );
+        assert_eq!(
+            Expr::parse("[1, 2").unwrap_err(),
+            "expected `,` or `]` at the end"
         );
     }
 

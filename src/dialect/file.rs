@@ -48,6 +48,65 @@ pub struct FieldRule {
     pub each: Option<Spanned<String>>,
     /// `"read"` or `"emit"`: the rule works in one direction only.
     pub only: Option<Spanned<String>>,
+    /// Reading a JSONPath: every match, as a list (not only the first).
+    pub all: Option<bool>,
+    /// Writing: when there is no value, write `null` rather than leave the field out.
+    pub nullable: Option<bool>,
+}
+
+/// A condition on a front request, for choosing its operation: where to look (exactly one of
+/// `json`, `header`, `query`) and what must hold.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Condition {
+    pub json: Option<Spanned<String>>,
+    pub header: Option<Spanned<String>>,
+    pub query: Option<Spanned<String>>,
+    /// The value must be one of these.
+    pub equals: Option<Vec<toml::Value>>,
+    /// The value must not be one of these (an absent value passes).
+    pub not: Option<Vec<toml::Value>>,
+    /// The value must be there (`true`) or not (`false`).
+    pub present: Option<bool>,
+}
+
+/// `[tables.NAME]`: a value table, used by rules with `table = "NAME"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableSection {
+    /// dialect value → canonical value.
+    pub read: Option<BTreeMap<String, toml::Value>>,
+    /// canonical value (as text) → dialect value.
+    pub emit: Option<Spanned<BTreeMap<String, toml::Value>>>,
+    /// The canonical value for a dialect value the table lacks (otherwise an error).
+    pub read_default: Option<toml::Value>,
+    /// The dialect value for a canonical value the table lacks (otherwise an error).
+    pub emit_default: Option<toml::Value>,
+    /// Read values ignoring case, `_` and `-`.
+    pub ignore_case: Option<bool>,
+    /// The table translates statuses (`status/reason` values, every status needed on emit).
+    pub status: Option<bool>,
+}
+
+/// `[request]`: fields read from every front request, whatever its operation, into `request.*`
+/// (e.g. a JSON-RPC `id` every answer must echo, a protocol version header).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestSection {
+    pub fields: Vec<Spanned<FieldRule>>,
+}
+
+/// `stream`: an operation that answers with server-sent events as the task progresses.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamSection {
+    /// Each rule makes one event (its `when` says whether), written each time the task changes.
+    pub frames: Vec<Spanned<FieldRule>>,
+    /// `"terminal"` (default): the stream ends when the task ends; `"settled"`: also when it
+    /// waits for input.
+    pub until: Option<Spanned<String>>,
+    /// A last `data:` line after the final event (OpenAI's `[DONE]`).
+    pub done: Option<String>,
 }
 
 /// `[ids]`: how canonical ids are rendered in this dialect.
@@ -75,6 +134,9 @@ pub struct StatusSection {
 #[serde(deny_unknown_fields)]
 pub struct ErrorSection {
     pub fields: Vec<Spanned<FieldRule>>,
+    /// An expression for the HTTP status of an error answer (default `error.status`), e.g.
+    /// JSON-RPC's 200 for errors after authentication.
+    pub status: Option<Spanned<String>>,
 }
 
 /// `[shapes.NAME]`: a reusable object mapping.
@@ -86,13 +148,27 @@ pub struct ShapeSection {
     pub fields: Vec<Spanned<FieldRule>>,
 }
 
-/// `[operations.NAME]`: one canonical operation as this dialect carries it.
+/// `[operations.NAME]`: one canonical operation as this dialect carries it. NAME is the canonical
+/// operation, or any name when `operation` says which (a dialect with several forms of one
+/// operation: JSON-RPC methods of two protocol versions, a streaming variant).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OperationSection {
+    /// The canonical operation, when NAME is not one.
+    pub operation: Option<Spanned<String>>,
     pub method: Spanned<String>,
     /// A path template relative to the route (front) or the upstream (back): `/tasks/{task_id}`.
     pub path: Spanned<String>,
+    /// Front: what else the request must satisfy to be this operation (all of them).
+    #[serde(rename = "match")]
+    pub conditions: Option<Vec<Spanned<Condition>>>,
+    /// Back: of several forms of one operation, the first whose `when` holds is used.
+    pub when: Option<Spanned<String>>,
+    /// Back: further calls after this one, each a `[calls.NAME]`; what each answer says is
+    /// merged into the task before the next call is written.
+    pub then: Option<Vec<Spanned<String>>>,
+    /// Front: answer with server-sent events.
+    pub stream: Option<StreamSection>,
     /// Other path templates a front request may use for the operation (older paths); only `path`
     /// is ever sent.
     pub also: Option<Vec<Spanned<String>>>,
@@ -100,8 +176,24 @@ pub struct OperationSection {
     pub status: Option<Spanned<u16>>,
     /// create_task: `"task"` (answers at once with a task to poll) or `"result"` (answers when done).
     pub returns: Option<Spanned<String>>,
+    /// Front: an expression over the request deciding per request whether to answer with the
+    /// result (truthy) or at once; overrides `returns` (A2A's `returnImmediately`).
+    pub wait: Option<Spanned<String>>,
+    /// Front: `"error"` answers a task that failed with the dialect's error (502, the agent's
+    /// words as the message) instead of the task; default `"task"`.
+    pub failed: Option<Spanned<String>>,
     /// Front: validate this canonical field against the input schema before anything else.
     pub validate: Option<Spanned<String>>,
+    pub request: Option<Vec<Spanned<FieldRule>>>,
+    pub response: Option<Vec<Spanned<FieldRule>>>,
+}
+
+/// `[calls.NAME]`: a back call that is part of an operation (`then`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallSection {
+    pub method: Spanned<String>,
+    pub path: Spanned<String>,
     pub request: Option<Vec<Spanned<FieldRule>>>,
     pub response: Option<Vec<Spanned<FieldRule>>>,
 }

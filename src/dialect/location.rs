@@ -68,6 +68,16 @@ impl JsonLocation {
         }
     }
 
+    /// Every value at this path, in document order.
+    pub fn read_all(&self, body: &Value) -> Vec<Value> {
+        match self {
+            JsonLocation::Simple(segs) => read_segments(body, segs).cloned().into_iter().collect(),
+            JsonLocation::Query(q) => jsonpath_rust::query::js_path_process(q, body)
+                .map(|found| found.into_iter().map(|r| r.val().clone()).collect())
+                .unwrap_or_default(),
+        }
+    }
+
     /// Writes `value` at this path, creating objects (and extending arrays) on the way.
     /// Returns false when the path is not writable or something in the way is not an object.
     pub fn write(&self, body: &mut Value, value: Value) -> bool {

@@ -10,7 +10,7 @@ use super::expr::Expr;
 use super::location::Location;
 use super::template::PathTemplate;
 use crate::task::time::TimeFormat;
-use crate::task::{Operation, Status, StepSource};
+use crate::task::{Operation, StepSource};
 
 /// One dialect, compiled.
 #[derive(Debug)]
@@ -24,33 +24,110 @@ pub struct Mapping {
     /// Default variables (`[vars]`); a route may override them.
     pub vars: Map<String, Value>,
     pub ids: Ids,
-    pub status: Option<StatusTable>,
+    /// Value tables by name; `status` is the `[status]` table.
+    pub tables: BTreeMap<String, Arc<Table>>,
     /// The input this dialect's agents take, when nothing more specific is declared.
     pub input_schema: Option<Value>,
     pub error: Option<Rules>,
+    /// The HTTP status of an error answer, when not the error's own.
+    pub error_status: Option<Expr>,
+    /// Fields read from every front request into `request.*`.
+    pub request: Option<Rules>,
     /// Operations in file order.
     pub ops: Vec<Op>,
 }
 
+impl Op {
+    /// Whether this request is answered with the result (when the task settles) rather than at
+    /// once.
+    pub fn waits(&self, request: &Value, ctx: &super::Context<'_>) -> bool {
+        match &self.wait {
+            Some(w) => super::holds(w, request, ctx),
+            None => self.returns == Returns::Result,
+        }
+    }
+}
+
 impl Mapping {
+    /// The first form of a canonical operation.
     pub fn op(&self, op: Operation) -> Option<&Op> {
         self.ops.iter().find(|o| o.op == op)
     }
 
-    /// The operation a front request is for: method and path template must match; of several
-    /// matching templates the one with the most literal segments wins.
+    /// Every form of a canonical operation, in file order.
+    pub fn forms(&self, op: Operation) -> impl Iterator<Item = &Op> {
+        self.ops.iter().filter(move |o| o.op == op)
+    }
+
+    /// The `[status]` table.
+    pub fn status_table(&self) -> Option<&Table> {
+        self.tables.get("status").map(|t| &**t)
+    }
+
+    /// The operation a front request is for: method and path template must match, and every
+    /// condition of the operation hold; of several candidates the one with the most literal path
+    /// segments wins, then the one with the most conditions.
     pub fn match_front(
         &self,
         method: &Method,
         path: &str,
+        msg: &super::Message,
     ) -> Option<(&Op, BTreeMap<String, String>)> {
         self.ops
             .iter()
             .filter(|o| o.method == *method)
+            .filter(|o| o.conditions.iter().all(|c| c.holds(msg)))
             .flat_map(|o| std::iter::once(&o.path).chain(&o.also).map(move |t| (o, t)))
-            .filter_map(|(o, t)| t.matches(path).map(|p| (o, t.specificity(), p)))
+            .filter_map(|(o, t)| {
+                t.matches(path)
+                    .map(|p| (o, (t.specificity(), o.conditions.len()), p))
+            })
             .max_by_key(|(_, specificity, _)| *specificity)
             .map(|(o, _, p)| (o, p))
+    }
+}
+
+/// A condition on a front request.
+#[derive(Debug, Clone)]
+pub struct Condition {
+    pub location: Location,
+    pub equals: Option<Vec<Value>>,
+    pub not: Vec<Value>,
+    pub present: Option<bool>,
+}
+
+impl Condition {
+    pub fn holds(&self, msg: &super::Message) -> bool {
+        let found = super::codec::read_location(msg, &self.location).filter(|v| !v.is_null());
+        if let Some(p) = self.present {
+            if found.is_some() != p {
+                return false;
+            }
+        }
+        if let Some(equals) = &self.equals {
+            if !found
+                .as_ref()
+                .is_some_and(|v| equals.iter().any(|e| loosely_equal(e, v)))
+            {
+                return false;
+            }
+        }
+        !found
+            .as_ref()
+            .is_some_and(|v| self.not.iter().any(|e| loosely_equal(e, v)))
+    }
+}
+
+/// Equal as JSON, or equal as text (a header's "1" equals the number 1).
+fn loosely_equal(a: &Value, b: &Value) -> bool {
+    a == b || value_text(a) == value_text(b)
+}
+
+/// A value as table keys and comparisons see it: strings as they are, the rest as JSON text.
+pub fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
     }
 }
 
@@ -100,17 +177,23 @@ impl IdTemplate {
     }
 }
 
-/// Dialect status values ↔ canonical statuses (with an optional reason).
+/// Dialect values ↔ canonical values. A status table reads into statuses with an optional
+/// reason (`pending/awaiting_payment`) and emits by `status/reason`, then by status.
 #[derive(Debug, Clone)]
-pub struct StatusTable {
-    /// Keyed by the dialect value (folded when `ignore_case`).
-    pub read: BTreeMap<String, (Status, Option<String>)>,
-    /// Keyed by `status` or `status/reason`.
-    pub emit: BTreeMap<String, String>,
+pub struct Table {
+    pub name: String,
+    /// Keyed by the dialect value's text (folded when `ignore_case`): the canonical value, and
+    /// for a status table the reason.
+    pub read: BTreeMap<String, (Value, Option<String>)>,
+    /// Keyed by the canonical value's text (`status` or `status/reason` for statuses).
+    pub emit: BTreeMap<String, Value>,
+    pub read_default: Option<Value>,
+    pub emit_default: Option<Value>,
     pub ignore_case: bool,
+    pub status: bool,
 }
 
-impl StatusTable {
+impl Table {
     pub fn fold(&self, value: &str) -> String {
         if self.ignore_case {
             fold(value)
@@ -119,15 +202,22 @@ impl StatusTable {
         }
     }
 
-    pub fn read(&self, value: &str) -> Option<&(Status, Option<String>)> {
-        self.read.get(&self.fold(value))
+    /// The canonical value (and reason) for a dialect value.
+    pub fn read(&self, value: &Value) -> Option<(Value, Option<String>)> {
+        self.read
+            .get(&self.fold(&value_text(value)))
+            .cloned()
+            .or_else(|| self.read_default.clone().map(|d| (d, None)))
     }
 
-    pub fn emit(&self, status: &str, reason: Option<&str>) -> Option<&str> {
+    /// The dialect value for a canonical value (and reason).
+    pub fn emit(&self, value: &Value, reason: Option<&str>) -> Option<Value> {
+        let key = value_text(value);
         reason
-            .and_then(|r| self.emit.get(&format!("{status}/{r}")))
-            .or_else(|| self.emit.get(status))
-            .map(String::as_str)
+            .and_then(|r| self.emit.get(&format!("{key}/{r}")))
+            .or_else(|| self.emit.get(&key))
+            .cloned()
+            .or_else(|| self.emit_default.clone())
     }
 }
 
@@ -152,17 +242,59 @@ pub enum Returns {
 /// One operation of a dialect.
 #[derive(Debug)]
 pub struct Op {
+    /// The name of its section (`create_task`, `send_v03`).
+    pub key: String,
     pub op: Operation,
+    /// Front: what the request must also satisfy.
+    pub conditions: Vec<Condition>,
+    /// Back: when this form is the one used.
+    pub when: Option<Expr>,
+    /// Back: further calls, in order.
+    pub then: Vec<Arc<Call>>,
+    /// Front: the answer is a stream of events.
+    pub stream: Option<Stream>,
     pub method: Method,
     pub path: PathTemplate,
     /// Older paths a front request may use.
     pub also: Vec<PathTemplate>,
     pub status: u16,
     pub returns: Returns,
+    /// Decides `returns` per request, when given.
+    pub wait: Option<Expr>,
+    /// A failed task is answered as an error.
+    pub failed_as_error: bool,
     /// Front: the canonical field validated against the input schema.
     pub validate: Option<Vec<String>>,
     pub request: Rules,
     pub response: Rules,
+}
+
+/// A back call that is part of an operation.
+#[derive(Debug)]
+pub struct Call {
+    pub name: String,
+    pub method: Method,
+    pub path: PathTemplate,
+    pub request: Rules,
+    pub response: Rules,
+}
+
+/// When a stream of events ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Until {
+    /// The task has ended.
+    Terminal,
+    /// The task has ended or waits for input.
+    Settled,
+}
+
+/// An operation answered with server-sent events.
+#[derive(Debug)]
+pub struct Stream {
+    /// Each makes one event when its `when` holds, every time the task changes.
+    pub frames: Rules,
+    pub until: Until,
+    pub done: Option<String>,
 }
 
 /// An ordered list of field rules.
@@ -178,9 +310,9 @@ pub enum Direction {
 }
 
 /// A value conversion applied in both directions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Conversion {
-    Status,
+    Table(Arc<Table>),
     TaskId,
     StepId,
     Time(TimeFormat),
@@ -266,4 +398,8 @@ pub struct Rule {
     pub kind: Option<JsonType>,
     pub nested: Option<Nested>,
     pub direction: Direction,
+    /// Reading: every JSONPath match, as a list.
+    pub all: bool,
+    /// Writing: `null` when there is no value.
+    pub nullable: bool,
 }

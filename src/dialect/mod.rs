@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use codec::{decode, encode, CodecError, Context, Message};
+pub use codec::{decode, decode_onto, encode, evaluate, holds, CodecError, Context, Message};
 pub use mapping::Mapping;
 
 use crate::config::{Location, Problem, Problems};
@@ -30,6 +30,17 @@ pub const PASSTHROUGH: &str = "passthrough";
 pub const BUILT_IN: &[(&str, &str)] = &[
     ("mip003", include_str!("../../mappings/mip003.toml")),
     ("nevermined", include_str!("../../mappings/nevermined.toml")),
+    ("a2a", include_str!("../../mappings/a2a.toml")),
+    ("lmos", include_str!("../../mappings/lmos.toml")),
+    (
+        "multiagent_eval",
+        include_str!("../../mappings/multiagent_eval.toml"),
+    ),
+    ("nearai", include_str!("../../mappings/nearai.toml")),
+    (
+        "openai_chat",
+        include_str!("../../mappings/openai_chat.toml"),
+    ),
 ];
 
 /// Where a mapping comes from.

@@ -15,6 +15,7 @@
 
 pub mod client;
 mod ops;
+mod stream;
 pub mod views;
 pub mod watch;
 
@@ -30,6 +31,7 @@ use serde_json::{Map, Value};
 
 use crate::auth::Identity;
 use crate::config::{Access, Price, Route, Translation};
+use crate::dialect::mapping::{Op, Rules};
 use crate::dialect::template::{parse_query, render_query};
 use crate::dialect::{self, CodecError, Context, Mapping, Message};
 use crate::error::ProxyError;
@@ -107,6 +109,8 @@ pub struct FrontRequest<'a> {
     pub path: &'a str,
     /// The route's prefix (where the front's paths are mounted).
     pub prefix: &'a str,
+    /// `http` or `https`, as the client connected.
+    pub scheme: &'static str,
     pub query: Option<&'a str>,
     pub headers: Vec<(String, String)>,
     pub body: Bytes,
@@ -119,7 +123,14 @@ pub struct FrontRequest<'a> {
 pub struct FrontResponse {
     pub status: u16,
     pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
+    pub body: Body,
+}
+
+/// An answer's body: whole, or server-sent events as the task progresses.
+pub enum Body {
+    Full(Vec<u8>),
+    /// Each item is one event, already framed (`data: …\n\n`); the stream ends with the channel.
+    Events(tokio::sync::mpsc::Receiver<Bytes>),
 }
 
 /// One request, as the engine carries it out.
@@ -162,12 +173,14 @@ impl Engine {
         }
     }
 
-    /// Answers one front request.
+    /// Answers one front request. `echo` receives what the front's `[request]` rules read, so
+    /// that an error answer can carry it too (a JSON-RPC id).
     pub async fn handle(
         self: &Arc<Self>,
         t: &Arc<Translated>,
         req: FrontRequest<'_>,
         spent: &mut Spent,
+        echo: &mut Value,
     ) -> Result<FrontResponse, ProxyError> {
         let mut cx = Cx {
             request_id: req.request_id,
@@ -175,28 +188,45 @@ impl Engine {
             spent,
         };
         let cx = &mut cx;
-        let (fop, params) =
-            t.front
-                .match_front(req.method, req.path)
-                .ok_or_else(|| ProxyError::NoOperation {
-                    method: req.method.to_string(),
-                    path: req.path.to_string(),
-                })?;
-        let body =
-            if req.body.iter().all(u8::is_ascii_whitespace) {
-                None
-            } else {
-                Some(serde_json::from_slice::<Value>(&req.body).map_err(|e| {
-                    ProxyError::InvalidRequest(format!("the body is not JSON: {e}"))
-                })?)
-            };
-        let msg = Message {
-            params,
+        let body = if req.body.iter().all(u8::is_ascii_whitespace) {
+            None
+        } else {
+            Some(
+                serde_json::from_slice::<Value>(&req.body)
+                    .map_err(|e| ProxyError::NotJson(format!("the body is not JSON: {e}")))?,
+            )
+        };
+        let mut msg = Message {
+            params: Default::default(),
             query: req.query.map(parse_query).unwrap_or_default(),
             headers: req.headers,
             body,
         };
-        let doc = dialect::decode(&fop.request, &msg, &t.front_ctx()).map_err(invalid_request)?;
+        if let Some(rules) = &t.front.request {
+            let read = dialect::decode(rules, &msg, &t.front_ctx()).map_err(invalid_request)?;
+            if let Some(r) = read.get("request") {
+                *echo = r.clone();
+            }
+        }
+        let (fop, params) = t
+            .front
+            .match_front(req.method, req.path, &msg)
+            .ok_or_else(|| ProxyError::NoOperation {
+                method: req.method.to_string(),
+                path: req.path.to_string(),
+            })?;
+        msg.params = params;
+        let mut doc =
+            dialect::decode(&fop.request, &msg, &t.front_ctx()).map_err(invalid_request)?;
+        let mut request = echo.clone();
+        if !request.is_object() {
+            request = Value::Object(Map::new());
+        }
+        request["id"] = Value::String(cx.request_id.to_string());
+        doc["request"] = request.clone();
+        let base_url = msg
+            .header("host")
+            .map(|h| format!("{}://{h}{}", req.scheme, req.prefix.trim_end_matches('/')));
         let out = match fop.op {
             Operation::CreateTask => self.create(t, fop, doc, cx).await?,
             Operation::GetTask | Operation::ListSteps => self.get(t, &doc, cx).await?,
@@ -205,9 +235,10 @@ impl Engine {
             Operation::SearchTasks => self.search(t, &doc, cx).await?,
             Operation::Availability => self.availability(t, cx).await?,
             Operation::InputSchema => views::doc(&[("schema", self.schema_for(t, cx).await?)]),
-            Operation::Describe => self.describe(t, req.prefix, cx).await?,
+            Operation::Describe => self.describe(t, req.prefix, base_url, cx).await?,
         };
         let mut out = out;
+        out["request"] = request;
         if let (Some(price), Some(task_id)) = (&t.price, views::text_at(&out, "task.id")) {
             if let Some(fee) = price.operations.get(&fop.op).copied().filter(|f| *f > 0) {
                 // A fee per call, once per request id: a client retrying with the same
@@ -223,6 +254,17 @@ impl Engine {
             // What this request charged, for fronts that report it (Nevermined's NVMCreditsConsumed).
             out["charge"] = serde_json::json!({"credits": cx.spent.charged});
         }
+        if fop.stream.is_some() {
+            let task_id = views::text_at(&out, "task.id").ok_or_else(|| {
+                ProxyError::Internal(format!("the `{}` stream has no task", fop.key))
+            })?;
+            let events = stream::start(self.clone(), t.clone(), fop, task_id, out, cx);
+            return Ok(FrontResponse {
+                status: fop.status,
+                headers: vec![("content-type".to_string(), "text/event-stream".to_string())],
+                body: Body::Events(events),
+            });
+        }
         let rendered = dialect::encode(&fop.response, &out, &t.front_ctx()).map_err(|e| {
             ProxyError::Internal(format!(
                 "rendering the `{}` answer for {}: {e}",
@@ -234,15 +276,19 @@ impl Engine {
             Some(b) => serde_json::to_vec(&b).map_err(|e| ProxyError::Internal(e.to_string()))?,
             None => Vec::new(),
         };
+        let mut headers = rendered.headers;
+        headers.push(("content-type".to_string(), "application/json".to_string()));
         Ok(FrontResponse {
             status: fop.status,
-            headers: rendered.headers,
-            body,
+            headers,
+            body: Body::Full(body),
         })
     }
 
     /// Calls operation `op` of the back with the canonical document `doc`; returns what the
-    /// back's answer says, as a canonical document.
+    /// back's answer says, as a canonical document. Of several forms of the operation the first
+    /// whose `when` holds is used; an operation made of several calls (`then`) makes them in
+    /// order, each written from the document as the answers so far have updated it.
     async fn call_back(
         &self,
         t: &Translated,
@@ -250,10 +296,63 @@ impl Engine {
         doc: &Value,
         cx: &mut Cx<'_>,
     ) -> Result<Value, ProxyError> {
-        let bop = t.back.op(op).ok_or_else(|| ProxyError::Unsupported {
-            operation: op.name().to_string(),
-        })?;
-        let msg = dialect::encode(&bop.request, doc, &t.back_ctx()).map_err(|e| match e {
+        let bop = self.back_form(t, op, doc)?;
+        let first = Call {
+            method: &bop.method,
+            path: &bop.path,
+            request: &bop.request,
+            response: &bop.response,
+        };
+        let mut answer = self.call_once(t, first, doc, Value::Null, cx).await?;
+        let mut running = doc.clone();
+        for call in &bop.then {
+            views::merge_into(&mut running, &answer);
+            let next = Call {
+                method: &call.method,
+                path: &call.path,
+                request: &call.request,
+                response: &call.response,
+            };
+            // Each answer is read onto the ones before, so its rules can see them.
+            answer = self.call_once(t, next, &running, answer, cx).await?;
+        }
+        Ok(answer)
+    }
+
+    /// The form of `op` the back uses for `doc`.
+    fn back_form<'m>(
+        &self,
+        t: &'m Translated,
+        op: Operation,
+        doc: &Value,
+    ) -> Result<&'m Op, ProxyError> {
+        let ctx = t.back_ctx();
+        t.back
+            .forms(op)
+            .find(|o| o.when.as_ref().is_none_or(|w| dialect::holds(w, doc, &ctx)))
+            .ok_or_else(|| ProxyError::Unsupported {
+                operation: op.name().to_string(),
+            })
+    }
+
+    /// One HTTP call to the back: `doc` written with the call's request rules, the answer read
+    /// onto `seed` with its response rules. An answer whose rules find an `error` (a JSON-RPC
+    /// error in a 200) is the back's error.
+    async fn call_once(
+        &self,
+        t: &Translated,
+        call: Call<'_>,
+        doc: &Value,
+        seed: Value,
+        cx: &mut Cx<'_>,
+    ) -> Result<Value, ProxyError> {
+        let Call {
+            method,
+            path: template,
+            request,
+            response,
+        } = call;
+        let msg = dialect::encode(request, doc, &t.back_ctx()).map_err(|e| match e {
             CodecError::Missing { field } => ProxyError::InvalidRequest(format!(
                 "the agent (`{}`) needs `{field}`, which this request does not provide",
                 t.back.name
@@ -262,8 +361,7 @@ impl Engine {
                 ProxyError::Internal(format!("writing the `{}` request: {other}", t.back.name))
             }
         })?;
-        let path = bop
-            .path
+        let path = template
             .render(&msg.params)
             .map_err(|e| ProxyError::Internal(format!("the `{}` path: {e}", t.back.name)))?;
         let mut target = format!("{}{path}", t.upstream.config.base_path);
@@ -277,14 +375,10 @@ impl Engine {
             )),
             None => None,
         };
-        let header = request_header(&bop.method, &target, t, &msg, body.as_ref(), cx)?;
+        let header = request_header(method, &target, t, &msg, body.as_ref(), cx)?;
         let answer = self.client.call(&t.upstream, header, body).await?;
         cx.spent.upstream += answer.took;
-        let parsed = if answer.body.iter().all(u8::is_ascii_whitespace) {
-            None
-        } else {
-            serde_json::from_slice::<Value>(&answer.body).ok()
-        };
+        let parsed = parse_answer(&answer.body);
         if answer.status >= 400 {
             return Err(self.back_error(t, answer.status, parsed, &answer.body));
         }
@@ -294,25 +388,32 @@ impl Engine {
                 detail: format!("unexpected status {}", answer.status),
             });
         }
-        if parsed.is_none() && !answer.body.iter().all(u8::is_ascii_whitespace) {
-            return Err(ProxyError::UpstreamInvalid {
-                upstream: t.upstream.config.name.clone(),
-                dialect: t.back.name.clone(),
-                detail: "the answer is not JSON".to_string(),
-            });
-        }
         let reply = Message {
             headers: answer.headers,
             body: parsed,
             ..Message::default()
         };
-        dialect::decode(&bop.response, &reply, &t.back_ctx()).map_err(|e| {
+        let mut decoded = seed;
+        dialect::decode_onto(response, &reply, &t.back_ctx(), &mut decoded).map_err(|e| {
             ProxyError::UpstreamInvalid {
                 upstream: t.upstream.config.name.clone(),
                 dialect: t.back.name.clone(),
                 detail: e.to_string(),
             }
-        })
+        })?;
+        if let Some(Value::Object(error)) = decoded.get("error") {
+            let status = error
+                .get("status")
+                .and_then(Value::as_u64)
+                .and_then(|s| u16::try_from(s).ok())
+                .unwrap_or(502);
+            let message = error
+                .get("message")
+                .map(views::text_of)
+                .unwrap_or_else(|| "an error".to_string());
+            return Err(self.back_error_of(t, status, message));
+        }
+        Ok(decoded)
     }
 
     /// An error answer from the back: its message, read with the back's error rules.
@@ -337,20 +438,34 @@ impl Engine {
                 text
             }
         });
+        self.back_error_of(t, status, message)
+    }
+
+    /// The back refused (a 4xx) or failed (anything else) with `message`.
+    fn back_error_of(&self, t: &Translated, status: u16, message: String) -> ProxyError {
         let upstream = t.upstream.config.name.clone();
-        if status >= 500 {
-            ProxyError::UpstreamFailed {
-                upstream,
-                detail: format!("status {status}: {message}"),
-            }
-        } else {
+        if (400..500).contains(&status) {
             ProxyError::UpstreamRejected {
                 upstream,
                 status,
                 message,
             }
+        } else {
+            ProxyError::UpstreamFailed {
+                upstream,
+                detail: format!("status {status}: {message}"),
+            }
         }
     }
+}
+
+/// One call's method, path and rules.
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    method: &'a Method,
+    path: &'a crate::dialect::template::PathTemplate,
+    request: &'a Rules,
+    response: &'a Rules,
 }
 
 /// The request header for a back call: the mapping's headers, the route's credential for the
@@ -390,6 +505,30 @@ fn request_header(
     }
     crate::proxy::upstream::add_route_headers(&mut h, &t.access, cx.identity).map_err(internal)?;
     Ok(h)
+}
+
+/// An answer's body as the back mapping reads it: JSON when it is JSON; server-sent events
+/// (`data:` lines) as the list of their JSON payloads; other text as a string; nothing as
+/// nothing.
+fn parse_answer(raw: &[u8]) -> Option<Value> {
+    if raw.iter().all(u8::is_ascii_whitespace) {
+        return None;
+    }
+    if let Ok(v) = serde_json::from_slice::<Value>(raw) {
+        return Some(v);
+    }
+    let text = String::from_utf8_lossy(raw);
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .filter(|d| !d.is_empty() && *d != "[DONE]")
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect();
+    if !events.is_empty() {
+        return Some(Value::Array(events));
+    }
+    Some(Value::String(text.into_owned()))
 }
 
 fn invalid_request(e: CodecError) -> ProxyError {

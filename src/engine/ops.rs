@@ -19,6 +19,9 @@ use crate::validation::attachment01::{Mode, Schema};
 /// How many times an update that lost a race is redone on the newer version.
 const UPDATE_ATTEMPTS: usize = 5;
 
+/// How many calls a turn-based back gets for one input before the task fails (`max_turns`).
+const MAX_TURNS: u32 = 10;
+
 fn store_error(e: StoreError) -> ProxyError {
     ProxyError::Store(e.to_string())
 }
@@ -45,6 +48,7 @@ impl Engine {
         let now = Utc::now();
         let mut task = crate::task::Task::new(&t.route, now);
         views::apply_draft(&mut task, &request);
+        task.turn = 1;
         if let Some(id) = cx.identity {
             task.subject = Some(id.subject.clone());
             task.plan = id.plan.clone();
@@ -76,8 +80,9 @@ impl Engine {
             self.metrics.credits("held", h.amount);
         }
         let stored = Stored { task, version: 1 };
+        let waits = fop.waits(&request, &t.front_ctx()) && fop.stream.is_none();
 
-        if back_op.returns == Returns::Result && fop.returns == Returns::Task {
+        if back_op.returns == Returns::Result && !waits {
             // The back answers only when done: run it in the background, answer with the task now.
             let engine = self.clone();
             let t2 = t.clone();
@@ -109,14 +114,19 @@ impl Engine {
         if back_op.returns == Returns::Result && patch.status.is_none() {
             patch.status = Some(Status::Completed);
         }
+        // A back without ids of its own (a turn-based agent) knows the task by interlingua's.
+        patch
+            .upstream_id
+            .get_or_insert_with(|| stored.task.id.clone());
         let mut stored = self.apply(t, stored, patch, cx).await?;
         if !stored.task.status.is_terminal() {
             if let Some(w) = self.watcher.get().and_then(std::sync::Weak::upgrade) {
                 w.watch(&stored.task.id, &t.route);
             }
         }
-        if fop.returns == Returns::Result {
+        if waits {
             stored = self.wait_until_settled(t, stored, cx).await?;
+            failed_as_error(fop, &stored)?;
         }
         Ok(doc(&[("task", front_task(&stored.task))]))
     }
@@ -136,30 +146,77 @@ impl Engine {
             spent: &mut spent,
         };
         let back_doc = doc(&[("task", back_task(&stored.task))]);
-        let patch = match self
+        let answer = self
             .call_back(t, Operation::CreateTask, &back_doc, &mut cx)
-            .await
+            .await;
+        let Some(mut stored) = self.settle_sync(t, stored, answer, &mut cx).await else {
+            return;
+        };
+        // A turn-based back that says it is still working is called again (its `get_task`
+        // form), as its harness would, up to MAX_TURNS calls.
+        let mut turns = 1;
+        while stored.task.status == Status::Running && t.back.op(Operation::GetTask).is_some() {
+            if turns >= MAX_TURNS {
+                let patch = TaskPatch {
+                    status: Some(Status::Failed),
+                    reason: Some("max_turns".to_string()),
+                    message: Some(format!(
+                        "the agent was still working after {MAX_TURNS} turns"
+                    )),
+                    ..TaskPatch::default()
+                };
+                if let Err(e) = self.apply(t, stored, patch, &mut cx).await {
+                    tracing::error!(route = %t.route, "storing a background result failed: {e}");
+                }
+                return;
+            }
+            turns += 1;
+            let mut back = back_task(&stored.task);
+            back["turn"] = json!(stored.task.turn + turns - 1);
+            let answer = self
+                .call_back(t, Operation::GetTask, &doc(&[("task", back)]), &mut cx)
+                .await;
+            match self.settle_sync(t, stored, answer, &mut cx).await {
+                Some(s) => stored = s,
+                None => return,
+            }
+        }
+    }
+
+    /// Stores what a synchronous back answered (its result, or its failure); `None` when
+    /// nothing could be stored.
+    async fn settle_sync(
+        &self,
+        t: &Translated,
+        stored: Stored,
+        answer: Result<Value, ProxyError>,
+        cx: &mut Cx<'_>,
+    ) -> Option<Stored> {
+        let task_id = stored.task.id.clone();
+        let patch = match answer
             .and_then(|a| patch_from_back(&a, &t.upstream.config.name, &t.back.name))
         {
             Ok(mut p) => {
                 p.status.get_or_insert(Status::Completed);
+                p.upstream_id.get_or_insert_with(|| task_id.clone());
                 p
             }
             Err(e) => {
-                tracing::warn!(task = %stored.task.id, route = %t.route, "background execution failed: {e}");
+                tracing::warn!(task = %task_id, route = %t.route, "background execution failed: {e}");
                 TaskPatch {
                     status: Some(Status::Failed),
                     reason: Some("upstream_error".to_string()),
-                    output: Some(crate::task::model::OutputPatch {
-                        text: Some(e.to_string()),
-                        ..Default::default()
-                    }),
+                    message: Some(e.to_string()),
                     ..TaskPatch::default()
                 }
             }
         };
-        if let Err(e) = self.apply(t, stored, patch, &mut cx).await {
-            tracing::error!(route = %t.route, "storing a background result failed: {e}");
+        match self.apply(t, stored, patch, cx).await {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::error!(route = %t.route, "storing a background result failed: {e}");
+                None
+            }
         }
     }
 
@@ -207,6 +264,7 @@ impl Engine {
             }
         }
         let input = at(&request, "input").cloned().unwrap_or_else(|| json!({}));
+        let request_doc = request.clone();
         if fop.validate.is_some() {
             if let Some(schema) = &task.input_request {
                 let value = at(&request, "input.params").cloned();
@@ -220,7 +278,8 @@ impl Engine {
                 })?;
             }
         }
-        let back = back_task(task);
+        let mut back = back_task(task);
+        back["turn"] = json!(task.turn + 1);
         let back_step = waiting
             .and_then(|i| back.get("steps").and_then(|s| s.get(i)).cloned())
             .unwrap_or(Value::Null);
@@ -229,11 +288,16 @@ impl Engine {
             ("step", back_step),
             ("input", input.clone()),
         ]);
-        self.call_back(t, Operation::ProvideInput, &back_doc, cx)
+        let answer = self
+            .call_back(t, Operation::ProvideInput, &back_doc, cx)
             .await?;
-
-        // Running again, as far as interlingua knows; the next poll of the back says more.
+        // What the back said in answer (a synchronous back: its next state), else running
+        // again, as far as interlingua knows; the next poll of the back says more.
+        let mut patch = patch_from_back(&answer, &t.upstream.config.name, &t.back.name)?;
+        patch.status.get_or_insert(Status::Running);
+        patch.upstream_id = None;
         let mut task = stored.task.clone();
+        task.turn += 1;
         if let Some(i) = waiting {
             task.steps[i].input.params = at(&input, "params").cloned();
             task.steps[i].input.text = text_at(&input, "text");
@@ -242,9 +306,11 @@ impl Engine {
             task,
             version: stored.version,
         };
-        let stored = self
-            .apply(t, stored, TaskPatch::status(Status::Running), cx)
-            .await?;
+        let mut stored = self.apply(t, stored, patch, cx).await?;
+        if fop.waits(&request_doc, &t.front_ctx()) {
+            stored = self.wait_until_settled(t, stored, cx).await?;
+            failed_as_error(fop, &stored)?;
+        }
         let step = waiting
             .and_then(|i| {
                 front_task(&stored.task)
@@ -306,6 +372,7 @@ impl Engine {
             subject: cx_subject(t, cx.identity).map(str::to_string),
             status: text_at(request, "search.status").and_then(|s| Status::from_name(&s)),
             name: text_at(request, "search.name"),
+            conversation: None,
             page: page as u32,
             page_size: page_size as u32,
         };
@@ -343,10 +410,13 @@ impl Engine {
     }
 
     /// describe: what the route's agent is, from the route, the mappings and the input schema.
+    /// `base_url` (from the request's scheme and Host) is the absolute address discovery
+    /// documents point clients at.
     pub(super) async fn describe(
         &self,
         t: &Translated,
         prefix: &str,
+        base_url: Option<String>,
         cx: &mut Cx<'_>,
     ) -> Result<Value, ProxyError> {
         let schema = match self.schema_for(t, cx).await {
@@ -354,14 +424,21 @@ impl Engine {
             Err(ProxyError::Unsupported { .. }) => None,
             Err(e) => return Err(e),
         };
-        let operations: Vec<&str> = t.front.ops.iter().map(|o| o.op.name()).collect();
+        let mut operations: Vec<&str> = t.front.ops.iter().map(|o| o.op.name()).collect();
+        operations.dedup();
+        let prefix = prefix.trim_end_matches('/');
         Ok(json!({"agent": {
             "name": t.route,
             "title": t.back.title,
+            "description": t.settings.description.clone()
+                .unwrap_or_else(|| format!("{} (route `{}`), through interlingua", t.back.title, t.route)),
             "dialect": t.front.name,
-            "url": prefix,
+            "url": if prefix.is_empty() { "/" } else { prefix },
+            "base_url": base_url,
             "operations": operations,
             "input_schema": schema,
+            "auth": t.owned,
+            "streaming": t.front.ops.iter().any(|o| o.stream.is_some()),
         }}))
     }
 
@@ -435,9 +512,31 @@ impl Engine {
         request: &Value,
         identity: Option<&Identity>,
     ) -> Result<Stored, ProxyError> {
-        let id = text_at(request, "task.id")
-            .ok_or_else(|| ProxyError::InvalidRequest("no task id".to_string()))?;
         let subject = cx_subject(t, identity);
+        let id = match (
+            text_at(request, "task.id"),
+            text_at(request, "task.conversation"),
+        ) {
+            (Some(id), _) => id,
+            // A front that names tasks by their conversation: the conversation's latest task.
+            (None, Some(conversation)) => {
+                let query = TaskQuery {
+                    route: Some(t.route.clone()),
+                    subject: subject.map(str::to_string),
+                    conversation: Some(conversation.clone()),
+                    page: 1,
+                    page_size: 1,
+                    ..TaskQuery::default()
+                };
+                let (found, _) = self.store.search(&query).await.map_err(store_error)?;
+                found
+                    .into_iter()
+                    .next()
+                    .map(|task| task.id)
+                    .ok_or(ProxyError::TaskNotFound(conversation))?
+            }
+            (None, None) => return Err(ProxyError::InvalidRequest("no task id".to_string())),
+        };
         match self.store.get(&id).await.map_err(store_error)? {
             // Another route's task, or another subject's, is not there for this caller.
             Some(s)
@@ -458,8 +557,14 @@ impl Engine {
         stored: Stored,
         cx: &mut Cx<'_>,
     ) -> Result<Stored, ProxyError> {
+        // A synchronous back is never polled: its background execution stores what it says.
+        let sync_back = t
+            .back
+            .op(Operation::CreateTask)
+            .is_some_and(|o| o.returns == Returns::Result);
         if stored.task.status.is_terminal()
             || stored.task.upstream_id.is_none()
+            || sync_back
             || t.back.op(Operation::GetTask).is_none()
         {
             return Ok(stored);
@@ -589,6 +694,21 @@ impl Engine {
             stored = self.refresh(t, stored, cx).await?;
         }
     }
+}
+
+/// A front that answers a failed task as an error (`failed = "error"`): the agent's words, or
+/// why interlingua gave up, as the message.
+fn failed_as_error(fop: &Op, stored: &Stored) -> Result<(), ProxyError> {
+    if fop.failed_as_error && stored.task.status == Status::Failed {
+        let task = &stored.task;
+        let message = task
+            .message
+            .clone()
+            .or_else(|| task.output.text.clone())
+            .unwrap_or_else(|| format!("task `{}` failed", task.id));
+        return Err(ProxyError::TaskFailed { message });
+    }
+    Ok(())
 }
 
 /// The subject whose tasks a caller may see on this route: theirs, on routes with auth.

@@ -49,10 +49,37 @@ pub fn doc(parts: &[(&str, Value)]) -> Value {
     Value::Object(m)
 }
 
+/// Merges `from` into `into`: objects key by key, recursively; anything else replaced.
+pub fn merge_into(into: &mut Value, from: &Value) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                match a.get_mut(k) {
+                    Some(existing) if existing.is_object() && v.is_object() => {
+                        merge_into(existing, v)
+                    }
+                    _ => {
+                        a.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (into, from) => *into = from.clone(),
+    }
+}
+
 /// The value at a dotted path of a document.
 pub fn at<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
     let parts: Vec<String> = path.split('.').map(str::to_string).collect();
     walk(doc, &parts).filter(|v| !v.is_null())
+}
+
+/// A value as text: strings as they are, anything else as JSON.
+pub fn text_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// A string at a dotted path.
@@ -69,6 +96,7 @@ pub fn apply_draft(task: &mut Task, doc: &Value) {
     task.name = text_at(doc, "task.name");
     task.agent = text_at(doc, "task.agent").filter(|s| !s.is_empty());
     task.client_ref = text_at(doc, "task.client_ref");
+    task.conversation = text_at(doc, "task.conversation");
     task.input = Input {
         text: text_at(doc, "task.input.text"),
         params: at(doc, "task.input.params").cloned(),

@@ -27,6 +27,8 @@ pub struct RequestCtx {
     pub body_bytes: u64,
     /// What the request ended with, if it failed; for the access log.
     pub error: Option<ProxyError>,
+    /// What the front's `[request]` rules read (translated routes), for its error answers too.
+    pub echo: Option<serde_json::Value>,
     _in_flight: InFlight,
 }
 
@@ -43,6 +45,7 @@ impl RequestCtx {
             upstream_spent: None,
             body_bytes: 0,
             error: None,
+            echo: None,
             _in_flight: in_flight,
         }
     }

@@ -30,13 +30,14 @@ pub async fn error(
             can_reuse_downstream: false,
         };
     };
-    let status = err.status();
+    let status = status(&err, ctx.echo.as_ref(), front);
     // A connection may carry the next request only if nothing of this one is left unread.
     let can_reuse = match &err {
         ProxyError::NoRoute { .. }
         | ProxyError::UpstreamFailed { .. }
         | ProxyError::UpstreamTimeout { .. } => session.is_body_empty(),
         ProxyError::NoOperation { .. }
+        | ProxyError::NotJson(_)
         | ProxyError::InvalidRequest(_)
         | ProxyError::InvalidInput { .. }
         | ProxyError::TaskNotFound(_)
@@ -45,6 +46,7 @@ pub async fn error(
         | ProxyError::UpstreamInvalid { .. }
         | ProxyError::UpstreamRejected { .. }
         | ProxyError::PaymentRequired { .. }
+        | ProxyError::TaskFailed { .. }
         | ProxyError::Store(_) => true,
         // Refused before the body was read: only an empty one leaves nothing behind.
         ProxyError::Unauthorized(_) | ProxyError::Forbidden { .. } | ProxyError::RateLimited(_) => {
@@ -70,8 +72,9 @@ async fn write(
     err: &ProxyError,
     front: Option<&Mapping>,
 ) -> pingora::Result<()> {
-    let body = Bytes::from(body(err, &ctx.request_id, front));
-    let mut header = ResponseHeader::build(err.status(), Some(4))?;
+    let echo = ctx.echo.as_ref();
+    let body = Bytes::from(body(err, &ctx.request_id, front, echo));
+    let mut header = ResponseHeader::build(status(err, echo, front), Some(4))?;
     header.insert_header(http::header::CONTENT_TYPE, "application/json")?;
     header.insert_header(http::header::CONTENT_LENGTH, body.len().to_string())?;
     header.insert_header(request_id::HEADER, ctx.request_id.as_str())?;
@@ -117,6 +120,7 @@ fn error_headers(err: &ProxyError) -> Vec<(&'static str, String)> {
         | ProxyError::UpstreamFailed { .. }
         | ProxyError::UpstreamTimeout { .. }
         | ProxyError::NoOperation { .. }
+        | ProxyError::NotJson(_)
         | ProxyError::InvalidRequest(_)
         | ProxyError::InvalidInput { .. }
         | ProxyError::TaskNotFound(_)
@@ -125,20 +129,57 @@ fn error_headers(err: &ProxyError) -> Vec<(&'static str, String)> {
         | ProxyError::UpstreamInvalid { .. }
         | ProxyError::UpstreamRejected { .. }
         | ProxyError::PaymentRequired { .. }
+        | ProxyError::TaskFailed { .. }
         | ProxyError::Store(_)
         | ProxyError::Internal(_) => Vec::new(),
     }
 }
 
+/// The canonical document an error is rendered from: the error, and what the front's
+/// `[request]` rules read from the request.
+fn doc(err: &ProxyError, request_id: &str, echo: Option<&serde_json::Value>) -> serde_json::Value {
+    let mut doc = error_doc(err, request_id);
+    if let Some(echo) = echo.filter(|e| e.is_object()) {
+        doc["request"] = echo.clone();
+    }
+    doc
+}
+
+/// The HTTP status of an error answer: the front's `[error] status` when it says one (JSON-RPC
+/// answers most errors with 200), else the error's own.
+pub fn status(err: &ProxyError, echo: Option<&serde_json::Value>, front: Option<&Mapping>) -> u16 {
+    let own = err.status();
+    let Some((mapping, expr)) = front.and_then(|m| m.error_status.as_ref().map(|e| (m, e))) else {
+        return own;
+    };
+    let ctx = Context {
+        mapping,
+        vars: &mapping.vars,
+    };
+    dialect::evaluate(expr, &doc(err, "", echo), &ctx)
+        .and_then(|v| {
+            v.as_u64()
+                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+        })
+        .and_then(|s| u16::try_from(s).ok())
+        .filter(|s| (200..=599).contains(s))
+        .unwrap_or(own)
+}
+
 /// The JSON error body: the front dialect's shape when there is one, interlingua's otherwise.
-pub fn body(err: &ProxyError, request_id: &str, front: Option<&Mapping>) -> Vec<u8> {
+pub fn body(
+    err: &ProxyError,
+    request_id: &str,
+    front: Option<&Mapping>,
+    echo: Option<&serde_json::Value>,
+) -> Vec<u8> {
     if let Some(rules) = front.and_then(|m| m.error.as_ref().map(|r| (m, r))) {
         let (mapping, rules) = rules;
         let ctx = Context {
             mapping,
             vars: &mapping.vars,
         };
-        if let Ok(msg) = dialect::encode(rules, &error_doc(err, request_id), &ctx) {
+        if let Ok(msg) = dialect::encode(rules, &doc(err, request_id, echo), &ctx) {
             if let Some(b) = msg.body {
                 return serde_json::to_vec(&b).unwrap_or_default();
             }

@@ -140,6 +140,7 @@ mod tests {
             translation: Translation {
                 vars: Default::default(),
                 input_schema: None,
+                description: None,
                 validation: Validation::Reference,
                 sync_timeout: Duration::from_secs(1),
                 poll_interval: Duration::from_secs(1),

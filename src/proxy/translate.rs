@@ -15,7 +15,7 @@ use pingora::proxy::Session;
 
 use super::ctx::RequestCtx;
 use super::request_id;
-use crate::engine::{FrontRequest, Spent, Translated};
+use crate::engine::{Body, FrontRequest, Spent, Translated};
 use crate::error::ProxyError;
 use crate::state::State;
 
@@ -42,6 +42,7 @@ pub async fn serve(
         })
         .collect();
     let mut spent = Spent::default();
+    let mut echo = serde_json::Value::Null;
     let result = state
         .engine
         .handle(
@@ -50,6 +51,15 @@ pub async fn serve(
                 method: &req.method,
                 path: &path,
                 prefix,
+                scheme: if session
+                    .digest()
+                    .and_then(|d| d.ssl_digest.as_ref())
+                    .is_some()
+                {
+                    "https"
+                } else {
+                    "http"
+                },
                 query: req.uri.query(),
                 headers,
                 body,
@@ -57,18 +67,14 @@ pub async fn serve(
                 identity: ctx.identity.as_ref(),
             },
             &mut spent,
+            &mut echo,
         )
         .await;
     ctx.upstream_spent = Some(spent.upstream);
+    ctx.echo = Some(echo);
     let answer = result?;
     let internal = |e: Box<pingora::Error>| ProxyError::Internal(e.to_string());
     let mut header = ResponseHeader::build(answer.status, Some(4)).map_err(internal)?;
-    header
-        .insert_header(http::header::CONTENT_TYPE, "application/json")
-        .map_err(internal)?;
-    header
-        .insert_header(http::header::CONTENT_LENGTH, answer.body.len().to_string())
-        .map_err(internal)?;
     header
         .insert_header(request_id::HEADER, ctx.request_id.as_str())
         .map_err(internal)?;
@@ -76,10 +82,45 @@ pub async fn serve(
         header.insert_header(name, value).map_err(internal)?;
     }
     // Once the answer starts, a failure can only cut the connection; nothing to render.
-    let _ = session.write_response_header(Box::new(header), false).await;
-    let _ = session
-        .write_response_body(Some(Bytes::from(answer.body)), true)
-        .await;
+    match answer.body {
+        Body::Full(body) => {
+            header
+                .insert_header(http::header::CONTENT_LENGTH, body.len().to_string())
+                .map_err(internal)?;
+            let _ = session.write_response_header(Box::new(header), false).await;
+            let _ = session
+                .write_response_body(Some(Bytes::from(body)), true)
+                .await;
+        }
+        Body::Events(mut events) => {
+            header
+                .insert_header(http::header::CACHE_CONTROL, "no-cache")
+                .map_err(internal)?;
+            if !session.is_http2() {
+                header
+                    .insert_header(http::header::TRANSFER_ENCODING, "chunked")
+                    .map_err(internal)?;
+            }
+            if session
+                .write_response_header(Box::new(header), false)
+                .await
+                .is_err()
+            {
+                return Ok(());
+            }
+            while let Some(event) = events.recv().await {
+                if session
+                    .write_response_body(Some(event), false)
+                    .await
+                    .is_err()
+                {
+                    // The client left: dropping `events` stops the stream's producer.
+                    return Ok(());
+                }
+            }
+            let _ = session.write_response_body(None, true).await;
+        }
+    }
     Ok(())
 }
 

@@ -4,25 +4,51 @@
 //!
 //! A job's state is computed from the clock when it is read, so the agents need no background
 //! work and behave the same however often they are polled.
+//!
+//! | module | dialect (DIALECTS.md) | how a job runs |
+//! |---|---|---|
+//! | [`echo`] | passthrough | answers what it received |
+//! | [`mip003`] | §2.1 MIP-003 | async job, polled |
+//! | [`nevermined`] | §2.2 Nevermined tasks and steps | async task, polled |
+//! | [`a2a`] | §2.3 A2A 1.0 and 0.3, JSON-RPC | blocking or async task; SSE stream |
+//! | [`lmos`] | §2.4 LMOS ADF over the WoT HTTP binding | synchronous action |
+//! | [`mae`] | §2.5 MultiAgentEval `/execute_task` | one action object per turn |
+//! | [`nearai`] | §2.6 NEAR AI Hub threads and runs | async run, polled; SSE stream |
+//! | [`openai`] | §2.7 OpenAI chat completions | synchronous; SSE chunks |
+//!
+//! Agents whose input is only text learn their mode from the text itself: it contains
+//! `mode:input` or `mode:fail` (see [`Mode::from_text`]).
 
+pub mod a2a;
 pub mod echo;
+pub mod lmos;
+pub mod mae;
 pub mod mip003;
+pub mod nearai;
 pub mod nevermined;
+pub mod openai;
+#[cfg(test)]
+mod testing;
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
+use hyper::body::{Frame, Incoming};
+use hyper::header::{HeaderMap, HeaderValue, CACHE_CONTROL, CONTENT_TYPE, HOST};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::net::TcpListener;
+use tokio::sync::mpsc;
 
 /// How a sample agent behaves.
 #[derive(Debug, Clone, Copy)]
@@ -55,6 +81,18 @@ impl Mode {
             _ => Mode::Ok,
         }
     }
+
+    /// The mode a free text asks for: `Fail` if it contains `mode:fail`, else `Input` if it
+    /// contains `mode:input`, else `Ok`.
+    pub fn from_text(text: &str) -> Mode {
+        if text.contains("mode:fail") {
+            Mode::Fail
+        } else if text.contains("mode:input") {
+            Mode::Input
+        } else {
+            Mode::Ok
+        }
+    }
 }
 
 /// A request as the agents see it.
@@ -62,6 +100,7 @@ pub struct Call {
     pub method: Method,
     pub path: String,
     pub query: Vec<(String, String)>,
+    pub headers: HeaderMap,
     /// `None`: no body; `Some(Err)`: a body that is not JSON.
     pub body: Option<Result<Value, String>>,
 }
@@ -73,13 +112,54 @@ impl Call {
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     }
+
+    /// A request header as text; `None` when absent or not visible ASCII.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The server's own address as the client named it (`http://` + the `Host` header), for
+    /// self-references in descriptions; `http://localhost` without a `Host`.
+    pub fn base_url(&self) -> String {
+        format!(
+            "http://{}",
+            self.header(HOST.as_str()).unwrap_or("localhost")
+        )
+    }
+}
+
+/// What a handler answers. A plain `(StatusCode, Value)` converts into [`Reply::Json`].
+pub enum Reply {
+    /// The value as `application/json`.
+    Json(StatusCode, Value),
+    /// The text as `text/plain; charset=utf-8` (an empty text is an empty body).
+    Text(StatusCode, String),
+    /// `200 text/event-stream`: each string received becomes one event (`data: ` before each of
+    /// its lines, then a blank line), sent as it arrives. The stream ends when every sender is
+    /// dropped; a sender sees the client leave as a failed `send`.
+    Sse(mpsc::Receiver<String>),
+}
+
+impl Reply {
+    /// An event stream fed over time: send events on the returned sender, drop it to end.
+    pub fn sse_channel() -> (mpsc::Sender<String>, Reply) {
+        let (tx, rx) = mpsc::channel(16);
+        (tx, Reply::Sse(rx))
+    }
+}
+
+impl From<(StatusCode, Value)> for Reply {
+    fn from((status, body): (StatusCode, Value)) -> Reply {
+        Reply::Json(status, body)
+    }
 }
 
 /// Serves `handler` on `listener` until the task is dropped.
-pub async fn serve<H, F>(listener: TcpListener, handler: H)
+pub async fn serve<H, F, R>(listener: TcpListener, handler: H)
 where
     H: Fn(Call) -> F + Send + Sync + 'static,
-    F: Future<Output = (StatusCode, Value)> + Send + 'static,
+    F: Future<Output = R> + Send + 'static,
+    R: Into<Reply>,
 {
     let handler = Arc::new(handler);
     loop {
@@ -92,8 +172,7 @@ where
                 let handler = handler.clone();
                 async move {
                     let call = read_call(req).await;
-                    let (status, body) = handler(call).await;
-                    Ok::<_, Infallible>(json_response(status, &body))
+                    Ok::<_, Infallible>(response(handler(call).await.into()))
                 }
             });
             let _ = http1::Builder::new()
@@ -119,17 +198,58 @@ async fn read_call(req: Request<Incoming>) -> Call {
         method: parts.method,
         path: parts.uri.path().to_string(),
         query: crate::dialect::template::parse_query(parts.uri.query().unwrap_or("")),
+        headers: parts.headers,
         body,
     }
 }
 
-fn json_response(status: StatusCode, body: &Value) -> Response<Full<Bytes>> {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
-    let mut resp = Response::new(Full::new(Bytes::from(bytes)));
+fn response(reply: Reply) -> Response<BoxBody<Bytes, Infallible>> {
+    let (status, content_type, body) = match reply {
+        Reply::Json(status, v) => (
+            status,
+            "application/json",
+            Full::new(Bytes::from(serde_json::to_vec(&v).unwrap_or_default())).boxed(),
+        ),
+        Reply::Text(status, t) => (
+            status,
+            "text/plain; charset=utf-8",
+            Full::new(Bytes::from(t)).boxed(),
+        ),
+        Reply::Sse(rx) => (StatusCode::OK, "text/event-stream", Events(rx).boxed()),
+    };
+    let mut resp = Response::new(body);
     *resp.status_mut() = status;
-    resp.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
-    );
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if content_type == "text/event-stream" {
+        resp.headers_mut()
+            .insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    }
     resp
+}
+
+/// A response body that frames each string from the channel as one server-sent event.
+struct Events(mpsc::Receiver<String>);
+
+impl hyper::body::Body for Events {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0.poll_recv(cx).map(|event| {
+            event.map(|data| {
+                let mut framed = String::with_capacity(data.len() + 8);
+                for line in data.split('\n') {
+                    framed.push_str("data: ");
+                    framed.push_str(line);
+                    framed.push('\n');
+                }
+                framed.push('\n');
+                Ok(Frame::data(Bytes::from(framed)))
+            })
+        })
+    }
 }

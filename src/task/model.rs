@@ -197,18 +197,30 @@ pub struct Task {
     /// The input schema the agent waits on, while `awaiting_input`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_request: Option<Value>,
-    /// The back's reference for its current status (MIP-003 `status_id`).
+    /// The back's reference for its current status (MIP-003 `status_id`, a NEAR AI run id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_ref: Option<String>,
+    /// What the agent last said about the task in words (A2A's status message, the question of a
+    /// task waiting for input).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The conversation the task belongs to (A2A `contextId`, an LMOS conversation id, a
+    /// MultiAgentEval `run_id`); a front may name its task by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<String>,
     #[serde(default)]
     pub steps: Vec<Step>,
     #[serde(default)]
     pub cost: u64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-    /// An id the client chose (MIP-003 `identifier_from_purchaser`).
+    /// An id the client chose (MIP-003 `identifier_from_purchaser`, an LMOS conversation id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_ref: Option<String>,
+    /// How many times the back has been given input: 1 after the create, one more per
+    /// provide_input (a turn-based back's `turn`).
+    #[serde(default)]
+    pub turn: u32,
 }
 
 /// What an upstream answer says about a task: only the fields it carried.
@@ -222,6 +234,7 @@ pub struct TaskPatch {
     pub output: Option<OutputPatch>,
     pub input_request: Option<Value>,
     pub status_ref: Option<String>,
+    pub message: Option<String>,
     pub steps: Option<Vec<StepPatch>>,
     pub cost: Option<u64>,
 }
@@ -278,11 +291,14 @@ impl Task {
             output: Output::default(),
             input_request: None,
             status_ref: None,
+            message: None,
+            conversation: None,
             steps: Vec::new(),
             cost: 0,
             created_at: now,
             updated_at: now,
             client_ref: None,
+            turn: 0,
         }
     }
 }

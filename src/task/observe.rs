@@ -58,6 +58,10 @@ impl Task {
         if let Some(r) = patch.status_ref {
             self.status_ref = Some(r);
         }
+        // The agent's words belong to the state they came with.
+        if patch.message.is_some() || patch.status.is_some_and(|s| s != self.status) {
+            self.message = patch.message;
+        }
         if let Some(out) = patch.output {
             merge_output(&mut self.output, out);
         }

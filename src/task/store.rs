@@ -45,6 +45,8 @@ pub struct TaskQuery {
     pub subject: Option<String>,
     pub status: Option<Status>,
     pub name: Option<String>,
+    /// The conversation the task belongs to.
+    pub conversation: Option<String>,
     /// 1-based.
     pub page: u32,
     pub page_size: u32,
@@ -379,12 +381,13 @@ impl TaskStore for SqliteStore {
         let q = q.clone();
         self.with(move |c| {
             let filter = "WHERE (?1 IS NULL OR route = ?1) AND (?2 IS NULL OR subject = ?2)
-                          AND (?3 IS NULL OR status = ?3) AND (?4 IS NULL OR name = ?4)";
+                          AND (?3 IS NULL OR status = ?3) AND (?4 IS NULL OR name = ?4)
+                          AND (?5 IS NULL OR json_extract(doc, '$.conversation') = ?5)";
             let status = q.status.map(Status::name);
             let total: i64 = c
                 .query_row(
                     &format!("SELECT COUNT(*) FROM tasks {filter}"),
-                    params![q.route, q.subject, status, q.name],
+                    params![q.route, q.subject, status, q.name, q.conversation],
                     |r| r.get(0),
                 )
                 .map_err(backend)?;
@@ -392,12 +395,20 @@ impl TaskStore for SqliteStore {
             let offset = (q.page.max(1) - 1) as i64 * size as i64;
             let mut stmt = c
                 .prepare(&format!(
-                    "SELECT doc FROM tasks {filter} ORDER BY created_at DESC, id LIMIT ?5 OFFSET ?6"
+                    "SELECT doc FROM tasks {filter} ORDER BY created_at DESC, id LIMIT ?6 OFFSET ?7"
                 ))
                 .map_err(backend)?;
             let docs = stmt
                 .query_map(
-                    params![q.route, q.subject, status, q.name, size, offset],
+                    params![
+                        q.route,
+                        q.subject,
+                        status,
+                        q.name,
+                        q.conversation,
+                        size,
+                        offset
+                    ],
                     |r| r.get::<_, String>(0),
                 )
                 .map_err(backend)?

@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""A2A server agent built on the official `a2a-sdk` package (1.3.0: A2A 1.0 with the 0.3 compat layer).
+
+The app is a plain Starlette app made of the SDK's own routes:
+  create_agent_card_routes(card)                                   GET /.well-known/agent-card.json
+  create_agent_card_routes(card, card_url="/.well-known/agent.json")   (0.2.x alias, same card)
+  create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True)  POST /
+so the same endpoint answers 1.0 methods (SendMessage, GetTask, ...; client sends `A2A-Version: 1.0`) and
+0.3 methods (message/send, tasks/get, ...; no A2A-Version header, or `0.3`).
+The handler is the SDK's DefaultRequestHandler with an InMemoryTaskStore.
+
+The card lists the JSON-RPC interface at http://127.0.0.1:<port>/ once per version in --card-versions
+(default "1.0,0.3.0"); the 0.3 entry makes the SDK also emit the legacy top-level fields (url,
+protocolVersion, preferredTransport) so 0.3 clients can read the card. capabilities.streaming = true.
+
+Executor behaviour (input text = concatenation of the text parts of the user message, no separator):
+  * enqueue the Task (TASK_STATE_SUBMITTED), sleep --work/2, TASK_STATE_WORKING, sleep --work/2, then:
+  * text contains "mode:fail" (or a data part {"mode": "fail"}):
+        TASK_STATE_FAILED with status message "the agent failed on purpose"
+  * text contains "mode:input" (or a data part {"mode": "input"}):
+        TASK_STATE_INPUT_REQUIRED with status message "Please provide more".
+        A follow-up message with the same taskId: TASK_STATE_WORKING, sleep --work/2, artifact "result"
+        with text  <original text>.upper() + " " + <follow-up text>, TASK_STATE_COMPLETED.
+  * otherwise: artifact "result" whose single text part is the input text upper-cased, TASK_STATE_COMPLETED.
+  Cancel: the executor publishes TASK_STATE_CANCELED (the SDK then stops the running execute()).
+
+CLI:  python a2a_agent.py --port 0 [--work SECONDS] [--card-versions 1.0,0.3.0] [--log-level warning]
+Prints exactly one line "listening <port>" on stdout (flushed) once the socket accepts connections;
+stdout is then redirected to stderr. Serves until killed: exits on SIGTERM/SIGINT, on stdin EOF (only if
+stdin is a pipe/socket; env AGENT_WATCH_STDIN=auto|1|0) and when the parent process dies (env
+PEER_WATCH_PARENT=1|0, checked every 0.5 s).
+"""
+
+import argparse
+import asyncio
+import logging
+import os
+import socket
+import stat
+import sys
+import threading
+import time
+
+from contextlib import asynccontextmanager
+from datetime import datetime, timezone
+
+import uvicorn
+
+from starlette.applications import Starlette
+
+from a2a.helpers import new_text_part
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types.a2a_pb2 import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    Role,
+    Task,
+    TaskState,
+    TaskStatus,
+)
+
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.timestamp_pb2 import Timestamp
+
+SDK_VERSION = "1.3.0"
+
+INPUT_PROMPT = "Please provide more"
+FAIL_MESSAGE = "the agent failed on purpose"
+
+
+def _now():
+    ts = Timestamp()
+    ts.FromDatetime(datetime.now(timezone.utc))
+    return ts
+
+
+def message_text(msg):
+    """Concatenation of the text parts of a message (no separator)."""
+    if msg is None:
+        return ""
+    return "".join(p.text for p in msg.parts if p.HasField("text"))
+
+
+def message_mode(msg):
+    """'input', 'fail' or 'ok' from the text ("mode:input") or a data part {"mode": "input"}."""
+    if msg is None:
+        return "ok"
+    text = message_text(msg)
+    modes = set()
+    for p in msg.parts:
+        if p.HasField("data"):
+            d = MessageToDict(p.data)
+            if isinstance(d, dict) and isinstance(d.get("mode"), str):
+                modes.add(d["mode"].strip().lower())
+    if "mode:fail" in text or "fail" in modes:
+        return "fail"
+    if "mode:input" in text or "input" in modes:
+        return "input"
+    return "ok"
+
+
+class UpperExecutor(AgentExecutor):
+    def __init__(self, work_seconds):
+        self.phase = max(0.0, work_seconds) / 2.0
+        # task id -> original input text, for the follow-up after input-required
+        self.originals = {}
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        msg = context.message
+        task = context.current_task
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+
+        if task is not None and task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            original = self.originals.get(task.id)
+            if original is None:  # e.g. after a restart of the executor object: first user message in history
+                firsts = [m for m in task.history if m.role == Role.ROLE_USER]
+                original = message_text(firsts[0]) if firsts else ""
+            await updater.start_work()
+            await asyncio.sleep(self.phase)
+            await updater.add_artifact(
+                [new_text_part(original.upper() + " " + message_text(msg))], name="result", last_chunk=True
+            )
+            await updater.complete()
+            self.originals.pop(task.id, None)
+            return
+
+        if task is None:
+            await event_queue.enqueue_event(
+                Task(
+                    id=context.task_id,
+                    context_id=context.context_id,
+                    status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED, timestamp=_now()),
+                    history=[msg] if msg is not None else [],
+                )
+            )
+        text = message_text(msg)
+        mode = message_mode(msg)
+        await asyncio.sleep(self.phase)
+        await updater.start_work()
+        await asyncio.sleep(self.phase)
+
+        if mode == "fail":
+            await updater.failed(message=updater.new_agent_message([new_text_part(FAIL_MESSAGE)]))
+        elif mode == "input":
+            self.originals[context.task_id] = text
+            await updater.requires_input(message=updater.new_agent_message([new_text_part(INPUT_PROMPT)]))
+        else:
+            await updater.add_artifact([new_text_part(text.upper())], name="result", last_chunk=True)
+            await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        self.originals.pop(context.task_id, None)
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        await updater.cancel()
+
+
+def build_card(port, versions):
+    url = f"http://127.0.0.1:{port}/"
+    return AgentCard(
+        name="interlingua test upper-caser",
+        description="Upper-cases the text of the user message (test peer built on a2a-sdk).",
+        version="1.0.0",
+        supported_interfaces=[
+            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version=v) for v in versions
+        ],
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        default_input_modes=["text/plain", "application/json"],
+        default_output_modes=["text/plain"],
+        skills=[
+            AgentSkill(
+                id="upper",
+                name="Upper-case",
+                description="Returns the input text upper-cased; 'mode:input' asks for more, 'mode:fail' fails.",
+                tags=["test"],
+                examples=["hello world", "hello mode:input", "hello mode:fail"],
+            )
+        ],
+    )
+
+
+def build_app(port, work_seconds, versions):
+    card = build_card(port, versions)
+    handler = DefaultRequestHandler(
+        agent_executor=UpperExecutor(work_seconds),
+        task_store=InMemoryTaskStore(),
+        agent_card=card,
+    )
+    routes = []
+    routes += create_agent_card_routes(card)
+    routes += create_agent_card_routes(card, card_url="/.well-known/agent.json")
+    routes += create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        yield
+        try:
+            await asyncio.wait_for(handler.aclose(), 2)
+        except Exception:  # noqa: BLE001
+            pass
+
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+# ---------------------------------------------------------------- process plumbing (as in masumi_agent.py)
+
+
+def _bind(port):
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _stdin_should_be_watched(mode):
+    if mode in ("0", "no", "false", "never"):
+        return False
+    if mode in ("1", "yes", "true", "always"):
+        return True
+    try:
+        st = os.fstat(0)
+    except OSError:
+        return False
+    return stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode)
+
+
+async def serve(sock, asgi_app, log_level, watch_stdin_mode):
+    bound = sock.getsockname()[1]
+    config = uvicorn.Config(
+        asgi_app,
+        log_level=log_level,
+        access_log=False,
+        timeout_graceful_shutdown=2,
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    loop = asyncio.get_running_loop()
+
+    def request_exit(reason):
+        def _do():
+            if not server.should_exit:
+                print(f"[a2a_agent] exiting: {reason}", file=sys.stderr, flush=True)
+            server.should_exit = True
+
+        loop.call_soon_threadsafe(_do)
+        t = threading.Timer(5.0, lambda: os._exit(0))  # hard stop if graceful shutdown hangs
+        t.daemon = True
+        t.start()
+
+    if _stdin_should_be_watched(watch_stdin_mode):
+
+        def watch_stdin():
+            try:
+                while os.read(0, 4096):
+                    pass
+            except OSError:
+                pass
+            request_exit("stdin closed")
+
+        threading.Thread(target=watch_stdin, daemon=True).start()
+
+    parent = os.getppid()
+
+    def watch_parent():
+        if os.environ.get("PEER_WATCH_PARENT", "1").strip().lower() in ("0", "no", "false", "never"):
+            return
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                request_exit("parent process died")
+                return
+
+    threading.Thread(target=watch_parent, daemon=True).start()
+
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        if task.done():
+            await task
+            raise SystemExit(1)
+        await asyncio.sleep(0.01)
+    sys.stdout.write(f"listening {bound}\n")
+    sys.stdout.flush()
+    os.dup2(2, 1)  # stdout carries exactly one line; anything printed later goes to stderr
+    await task
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0 = any free port)")
+    ap.add_argument("--work", type=float, default=0.6, help="seconds of work per execution (two phases of half)")
+    ap.add_argument(
+        "--card-versions",
+        default="1.0,0.3.0",
+        help="comma list of protocolVersion values to list as JSON-RPC interfaces in the card",
+    )
+    ap.add_argument("--log-level", default=os.environ.get("PEER_LOG_LEVEL", "warning"))
+    args = ap.parse_args()
+
+    import importlib.metadata
+
+    installed = importlib.metadata.version("a2a-sdk")
+    if installed != SDK_VERSION:
+        print(f"[a2a_agent] warning: a2a-sdk {installed} installed, written for {SDK_VERSION}", file=sys.stderr)
+
+    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.WARNING), stream=sys.stderr)
+    versions = [v.strip() for v in args.card_versions.split(",") if v.strip()]
+    sock = _bind(args.port)
+    app = build_app(sock.getsockname()[1], args.work, versions)
+    asyncio.run(serve(sock, app, args.log_level.lower(), os.environ.get("AGENT_WATCH_STDIN", "auto").strip().lower()))
+
+
+if __name__ == "__main__":
+    main()
