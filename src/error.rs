@@ -46,6 +46,9 @@ pub enum ProxyError {
     /// The task is not in a state that allows the request.
     #[error("{0}")]
     Conflict(String),
+    /// The task has ended, and the request needs one that has not (same answer as `Conflict`).
+    #[error("{0}")]
+    TaskEnded(String),
     /// Neither the back dialect nor interlingua can do this operation.
     #[error("`{operation}` is not supported by this route's agent")]
     Unsupported { operation: String },
@@ -105,7 +108,7 @@ impl ProxyError {
             ProxyError::NotJson(_) | ProxyError::InvalidRequest(_) => 400,
             ProxyError::InvalidInput { .. } => 400,
             ProxyError::TaskNotFound(_) => 404,
-            ProxyError::Conflict(_) => 409,
+            ProxyError::Conflict(_) | ProxyError::TaskEnded(_) => 409,
             ProxyError::Unsupported { .. } => 501,
             ProxyError::UpstreamInvalid { .. } => 502,
             // A client error upstream is the client's error here too; anything odd is ours.
@@ -137,7 +140,7 @@ impl ProxyError {
             ProxyError::InvalidRequest(_) => "invalid_request",
             ProxyError::InvalidInput { .. } => "invalid_input",
             ProxyError::TaskNotFound(_) => "task_not_found",
-            ProxyError::Conflict(_) => "conflict",
+            ProxyError::Conflict(_) | ProxyError::TaskEnded(_) => "conflict",
             ProxyError::Unsupported { .. } => "unsupported",
             ProxyError::UpstreamInvalid { .. } => "upstream_invalid_response",
             ProxyError::UpstreamRejected { .. } => "upstream_rejected",

@@ -11,7 +11,7 @@
 //! | `error` | an error being rendered or read (`status`, `code`, `message`, `reason`, `request_id`, `field_errors`) |
 //! | `availability` | `available` (bool), `message` |
 //! | `schema` | an input schema (MIP-003 Attachment 01 form) |
-//! | `search` | a task search: `status`, `name`, `page`, `page_size`, `total` |
+//! | `search` | a task search: `status`, `name`, `page`, `page_size`, `total`, `next_page` |
 //! | `tasks` | the tasks a search found |
 //! | `request` | `request.id`: the request id; anything else a front's `[request]` rules read (`request.rpc_id`), echoed into its answers and errors |
 //! | `event` | in stream frames: `first`, `last` (the stream ends after it), `seq` |
@@ -99,7 +99,7 @@ pub fn is_known(path: &[String]) -> bool {
         "schema" | "tasks" => true,
         "search" => matches!(
             rest.as_slice(),
-            ["status"] | ["name"] | ["page"] | ["page_size"] | ["total"]
+            ["status"] | ["name"] | ["page"] | ["page_size"] | ["total"] | ["next_page"]
         ),
         // Open: a front's [request] rules name what they keep.
         "request" => !rest.is_empty(),

@@ -265,6 +265,23 @@ fn compile(raw: Raw, origin: &str, p: &mut Collector<'_>) -> Option<Mapping> {
             ops.push(compiled);
         }
     }
+    for (op_name, op) in &raw.operations {
+        if let Some(o) = &op.otherwise {
+            let ok = ops
+                .iter()
+                .any(|c| c.key == *o.get_ref() && c.op == Operation::CreateTask && c.front);
+            if !ok {
+                p.at(
+                    Some(o.span()),
+                    format!("operations.{}.otherwise", op_name.get_ref()),
+                    format!(
+                        "`{}` is not a create_task form of this mapping",
+                        o.get_ref()
+                    ),
+                );
+            }
+        }
+    }
     Some(Mapping {
         name,
         title: raw.title.unwrap_or_default(),
@@ -467,6 +484,9 @@ fn compile_table(name: &str, t: TableSection, p: &mut Collector<'_>) -> Table {
     }
 }
 
+/// A field rule as written.
+type RuleText = Spanned<FieldRule>;
+
 struct RuleCx<'a> {
     vars: &'a Map<String, Value>,
     shapes: BTreeMap<String, Arc<Shape>>,
@@ -478,27 +498,46 @@ struct RuleCx<'a> {
 impl RuleCx<'_> {
     fn call(&self, name: &str, c: &CallSection, p: &mut Collector<'_>) -> Option<Call> {
         let where_ = format!("calls.{name}");
-        let method = self.method(&c.method, &where_, p);
-        let path = match PathTemplate::parse(c.path.get_ref()) {
+        self.exchange(
+            name,
+            (&c.method, &c.path),
+            (c.request.as_deref(), c.response.as_deref()),
+            &where_,
+            p,
+        )
+    }
+
+    /// One HTTP exchange: method, path template, and the rules of its request (which may name
+    /// the template's parameters) and response.
+    fn exchange(
+        &self,
+        name: &str,
+        (method, path): (&Spanned<String>, &Spanned<String>),
+        (request, response): (Option<&[RuleText]>, Option<&[RuleText]>),
+        where_: &str,
+        p: &mut Collector<'_>,
+    ) -> Option<Call> {
+        let method = self.method(method, where_, p);
+        let template = match PathTemplate::parse(path.get_ref()) {
             Ok(t) => Some(t),
             Err(e) => {
-                p.at(Some(c.path.span()), format!("{where_}.path"), e);
+                p.at(Some(path.span()), format!("{where_}.path"), e);
                 None
             }
         };
-        let params: Vec<String> = path
+        let params: Vec<String> = template
             .as_ref()
             .map(|t| t.params().map(str::to_string).collect())
             .unwrap_or_default();
         let request = self.rules(
-            c.request.as_deref().unwrap_or(&[]),
+            request.unwrap_or(&[]),
             &format!("{where_}.request"),
             &params,
             true,
             p,
         );
         let response = self.rules(
-            c.response.as_deref().unwrap_or(&[]),
+            response.unwrap_or(&[]),
             &format!("{where_}.response"),
             &[],
             true,
@@ -507,7 +546,7 @@ impl RuleCx<'_> {
         Some(Call {
             name: name.to_string(),
             method: method?,
-            path: path?,
+            path: template?,
             request,
             response,
         })
@@ -584,7 +623,18 @@ impl RuleCx<'_> {
                 Until::Terminal
             }
         };
-        let frames = self.rules(&s.frames, &format!("{where_}.frames"), &[], true, p);
+        let frames = s
+            .frames
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let at = format!("{where_}.frames[{i}]");
+                Frame {
+                    when: self.expr(f.when.as_ref(), &format!("{at}.when"), false, p),
+                    rules: self.rules(&f.fields, &format!("{at}.fields"), &[], true, p),
+                }
+            })
+            .collect();
         Some(Stream {
             frames,
             until,
@@ -600,14 +650,13 @@ impl RuleCx<'_> {
         p: &mut Collector<'_>,
     ) -> Option<Op> {
         let where_ = format!("operations.{key}");
-        let method = self.method(&op.method, &where_, p);
-        let path = match PathTemplate::parse(op.path.get_ref()) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                p.at(Some(op.path.span()), format!("{where_}.path"), e);
-                None
-            }
-        };
+        let exchange = self.exchange(
+            key,
+            (&op.method, &op.path),
+            (op.request.as_deref(), op.response.as_deref()),
+            &where_,
+            p,
+        );
         let also: Vec<PathTemplate> = op
             .also
             .iter()
@@ -657,24 +706,6 @@ impl RuleCx<'_> {
                 None
             }
         });
-        let params: Vec<String> = path
-            .as_ref()
-            .map(|t| t.params().map(str::to_string).collect())
-            .unwrap_or_default();
-        let request = self.rules(
-            op.request.as_deref().unwrap_or(&[]),
-            &format!("{where_}.request"),
-            &params,
-            true,
-            p,
-        );
-        let response = self.rules(
-            op.response.as_deref().unwrap_or(&[]),
-            &format!("{where_}.response"),
-            &[],
-            true,
-            p,
-        );
         let conditions = op
             .conditions
             .iter()
@@ -684,6 +715,19 @@ impl RuleCx<'_> {
             .collect();
         let when = self.expr(op.when.as_ref(), &format!("{where_}.when"), false, p);
         let wait = self.expr(op.wait.as_ref(), &format!("{where_}.wait"), false, p);
+        let (front, back) = match op.side.as_ref().map(|s| s.get_ref().as_str()) {
+            None => (true, true),
+            Some("front") => (true, false),
+            Some("back") => (false, true),
+            Some(other) => {
+                p.at(
+                    op.side.as_ref().map(|s| s.span()),
+                    format!("{where_}.side"),
+                    format!("`{other}` is not `front` or `back`"),
+                );
+                (true, true)
+            }
+        };
         let failed_as_error = match op.failed.as_ref().map(|f| f.get_ref().as_str()) {
             None | Some("task") => false,
             Some("error") => true,
@@ -716,20 +760,30 @@ impl RuleCx<'_> {
             .stream
             .as_ref()
             .and_then(|s| self.stream(s, &format!("{where_}.stream"), p));
+        let Call {
+            method,
+            path,
+            request,
+            response,
+            ..
+        } = exchange?;
         Some(Op {
             key: key.to_string(),
             op: kind,
             conditions,
             when,
+            front,
+            back,
             then,
             stream,
-            method: method?,
-            path: path?,
+            method,
+            path,
             also,
             status,
             returns,
             wait,
             failed_as_error,
+            otherwise: op.otherwise.as_ref().map(|o| o.get_ref().clone()),
             validate,
             request,
             response,

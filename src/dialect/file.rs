@@ -100,8 +100,8 @@ pub struct RequestSection {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StreamSection {
-    /// Each rule makes one event (its `when` says whether), written each time the task changes.
-    pub frames: Vec<Spanned<FieldRule>>,
+    /// Each makes one event when its `when` holds, each time the task changes, in this order.
+    pub frames: Vec<FrameSection>,
     /// `"terminal"` (default): the stream ends when the task ends; `"settled"`: also when it
     /// waits for input.
     pub until: Option<Spanned<String>>,
@@ -164,6 +164,8 @@ pub struct OperationSection {
     pub conditions: Option<Vec<Spanned<Condition>>>,
     /// Back: of several forms of one operation, the first whose `when` holds is used.
     pub when: Option<Spanned<String>>,
+    /// `"front"` or `"back"`: the form serves clients only, or calls agents only (default both).
+    pub side: Option<Spanned<String>>,
     /// Back: further calls after this one, each a `[calls.NAME]`; what each answer says is
     /// merged into the task before the next call is written.
     pub then: Option<Vec<Spanned<String>>>,
@@ -176,6 +178,9 @@ pub struct OperationSection {
     pub status: Option<Spanned<u16>>,
     /// create_task: `"task"` (answers at once with a task to poll) or `"result"` (answers when done).
     pub returns: Option<Spanned<String>>,
+    /// Front, provide_input: when the task it names has ended (or there is none), the request
+    /// starts a new task instead, read by the create form named here (a chat's next turn).
+    pub otherwise: Option<Spanned<String>>,
     /// Front: an expression over the request deciding per request whether to answer with the
     /// result (truthy) or at once; overrides `returns` (A2A's `returnImmediately`).
     pub wait: Option<Spanned<String>>,
@@ -186,6 +191,17 @@ pub struct OperationSection {
     pub validate: Option<Spanned<String>>,
     pub request: Option<Vec<Spanned<FieldRule>>>,
     pub response: Option<Vec<Spanned<FieldRule>>>,
+}
+
+/// One kind of event of a stream.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FrameSection {
+    /// Whether this event is written for the task's current state (`event.first`, `event.last`,
+    /// `task.status`…); always when absent.
+    pub when: Option<Spanned<String>>,
+    /// The event's body.
+    pub fields: Vec<Spanned<FieldRule>>,
 }
 
 /// `[calls.NAME]`: a back call that is part of an operation (`then`).

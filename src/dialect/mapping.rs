@@ -49,14 +49,15 @@ impl Op {
 }
 
 impl Mapping {
-    /// The first form of a canonical operation.
+    /// The first form of a canonical operation that calls agents: what the engine uses when
+    /// this dialect is a route's back.
     pub fn op(&self, op: Operation) -> Option<&Op> {
-        self.ops.iter().find(|o| o.op == op)
+        self.forms(op).next()
     }
 
-    /// Every form of a canonical operation, in file order.
+    /// Every form of a canonical operation that calls agents, in file order.
     pub fn forms(&self, op: Operation) -> impl Iterator<Item = &Op> {
-        self.ops.iter().filter(move |o| o.op == op)
+        self.ops.iter().filter(move |o| o.op == op && o.back)
     }
 
     /// The `[status]` table.
@@ -75,7 +76,7 @@ impl Mapping {
     ) -> Option<(&Op, BTreeMap<String, String>)> {
         self.ops
             .iter()
-            .filter(|o| o.method == *method)
+            .filter(|o| o.front && o.method == *method)
             .filter(|o| o.conditions.iter().all(|c| c.holds(msg)))
             .flat_map(|o| std::iter::once(&o.path).chain(&o.also).map(move |t| (o, t)))
             .filter_map(|(o, t)| {
@@ -249,6 +250,9 @@ pub struct Op {
     pub conditions: Vec<Condition>,
     /// Back: when this form is the one used.
     pub when: Option<Expr>,
+    /// Whether the form serves clients, calls agents, or both.
+    pub front: bool,
+    pub back: bool,
     /// Back: further calls, in order.
     pub then: Vec<Arc<Call>>,
     /// Front: the answer is a stream of events.
@@ -263,6 +267,8 @@ pub struct Op {
     pub wait: Option<Expr>,
     /// A failed task is answered as an error.
     pub failed_as_error: bool,
+    /// provide_input: the create form that takes the request when its task has ended.
+    pub otherwise: Option<String>,
     /// Front: the canonical field validated against the input schema.
     pub validate: Option<Vec<String>>,
     pub request: Rules,
@@ -291,10 +297,17 @@ pub enum Until {
 /// An operation answered with server-sent events.
 #[derive(Debug)]
 pub struct Stream {
-    /// Each makes one event when its `when` holds, every time the task changes.
-    pub frames: Rules,
+    /// Each makes one event when its condition holds, every time the task changes.
+    pub frames: Vec<Frame>,
     pub until: Until,
     pub done: Option<String>,
+}
+
+/// One kind of event of a stream: when it is written, and its body.
+#[derive(Debug)]
+pub struct Frame {
+    pub when: Option<Expr>,
+    pub rules: Rules,
 }
 
 /// An ordered list of field rules.

@@ -138,6 +138,22 @@ pub fn load_for(config: &crate::config::Config) -> Result<Dialects, Problems> {
     let dialects = load(&config.server.mappings_dir, &names)?;
     let mut problems = Vec::new();
     for (i, r) in config.routes.iter().enumerate() {
+        if let crate::config::Dialect::Mapped(front) = &r.front {
+            if let Some(m) = dialects.get(front) {
+                if !m.ops.iter().any(|o| o.front) {
+                    problems.push(Problem {
+                        location: Location {
+                            file: config.origin.clone(),
+                            line_col: None,
+                            path: format!("routes[{i}].front"),
+                        },
+                        message: format!(
+                            "`{front}` has no operations a client can call: it can only be a back"
+                        ),
+                    });
+                }
+            }
+        }
         for (dialect, values) in &r.translation.vars {
             let problem = |message: String| Problem {
                 location: Location {

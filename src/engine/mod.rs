@@ -230,7 +230,23 @@ impl Engine {
         let out = match fop.op {
             Operation::CreateTask => self.create(t, fop, doc, cx).await?,
             Operation::GetTask | Operation::ListSteps => self.get(t, &doc, cx).await?,
-            Operation::ProvideInput => self.provide_input(t, fop, doc, cx).await?,
+            Operation::ProvideInput => match self.provide_input(t, fop, doc, cx).await {
+                // The conversation's task has ended, or there is none: a new task.
+                Err(ProxyError::TaskNotFound(_) | ProxyError::TaskEnded(_))
+                    if fop.otherwise.is_some() =>
+                {
+                    let create = fop
+                        .otherwise
+                        .as_ref()
+                        .and_then(|k| t.front.ops.iter().find(|o| &o.key == k))
+                        .ok_or_else(|| ProxyError::Internal("no create form".to_string()))?;
+                    let mut doc = dialect::decode(&create.request, &msg, &t.front_ctx())
+                        .map_err(invalid_request)?;
+                    doc["request"] = request.clone();
+                    self.create(t, create, doc, cx).await?
+                }
+                other => other?,
+            },
             Operation::CancelTask => self.cancel(t, &doc, cx).await?,
             Operation::SearchTasks => self.search(t, &doc, cx).await?,
             Operation::Availability => self.availability(t, cx).await?,

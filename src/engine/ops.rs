@@ -244,6 +244,13 @@ impl Engine {
         // The client may have seen the request for input before interlingua did.
         let stored = self.refresh(t, stored, cx).await?;
         let task = &stored.task;
+        if task.status.is_terminal() {
+            return Err(ProxyError::TaskEnded(format!(
+                "task `{}` is not waiting for input: it has ended ({})",
+                task.id,
+                task.status.name()
+            )));
+        }
         if task.status != Status::AwaitingInput {
             return Err(ProxyError::Conflict(format!(
                 "task `{}` is not waiting for input (it is {})",
@@ -379,7 +386,13 @@ impl Engine {
         let (tasks, total) = self.store.search(&query).await.map_err(store_error)?;
         Ok(json!({
             "tasks": tasks.iter().map(front_task).collect::<Vec<_>>(),
-            "search": {"total": total, "page": page, "page_size": page_size},
+            "search": {
+                "total": total,
+                "page": page,
+                "page_size": page_size,
+                // The page after this one, when there is one (a page token for some fronts).
+                "next_page": (page * page_size < total).then_some(page + 1),
+            },
         }))
     }
 
@@ -424,8 +437,12 @@ impl Engine {
             Err(ProxyError::Unsupported { .. }) => None,
             Err(e) => return Err(e),
         };
-        let mut operations: Vec<&str> = t.front.ops.iter().map(|o| o.op.name()).collect();
-        operations.dedup();
+        let mut operations: Vec<&str> = Vec::new();
+        for o in t.front.ops.iter().filter(|o| o.front) {
+            if !operations.contains(&o.op.name()) {
+                operations.push(o.op.name());
+            }
+        }
         let prefix = prefix.trim_end_matches('/');
         Ok(json!({"agent": {
             "name": t.route,
@@ -438,7 +455,7 @@ impl Engine {
             "operations": operations,
             "input_schema": schema,
             "auth": t.owned,
-            "streaming": t.front.ops.iter().any(|o| o.stream.is_some()),
+            "streaming": t.front.ops.iter().any(|o| o.front && o.stream.is_some()),
         }}))
     }
 
@@ -458,9 +475,17 @@ impl Engine {
                     return Ok(s.clone());
                 }
             }
-            let doc = self
+            let doc = match self
                 .call_back(t, Operation::InputSchema, &json!({}), cx)
-                .await?;
+                .await
+            {
+                Ok(doc) => doc,
+                // No form of it applies to this route's settings: the mapping's own.
+                Err(ProxyError::Unsupported { .. }) if t.back.input_schema.is_some() => {
+                    json!({ "schema": t.back.input_schema })
+                }
+                Err(e) => return Err(e),
+            };
             let schema = doc
                 .get("schema")
                 .cloned()

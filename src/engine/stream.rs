@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use super::views::front_task;
 use super::{Cx, Engine, Spent, Translated};
 use crate::auth::Identity;
-use crate::dialect::mapping::{Rules, Stream, Until};
+use crate::dialect::mapping::{Stream, Until};
 use crate::dialect::{self, mapping::Op};
 use crate::task::{Status, Stored};
 
@@ -141,10 +141,17 @@ impl Follow<'_> {
             "event": {"first": seq == 0, "last": last, "seq": seq},
         });
         let ctx = self.t.front_ctx();
-        for rule in &self.stream.frames.0 {
-            let frame = dialect::encode(&Rules(vec![rule.clone()]), &doc, &ctx)
+        for frame in &self.stream.frames {
+            if frame
+                .when
+                .as_ref()
+                .is_some_and(|w| !dialect::holds(w, &doc, &ctx))
+            {
+                continue;
+            }
+            let event = dialect::encode(&frame.rules, &doc, &ctx)
                 .map_err(|e| format!("writing an event: {e}"))?;
-            if let Some(body) = frame.body {
+            if let Some(body) = event.body {
                 send(tx, format!("data: {body}\n\n")).await?;
             }
         }

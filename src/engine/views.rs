@@ -16,14 +16,14 @@ pub fn front_task(task: &Task) -> Value {
     serde_json::to_value(task).unwrap_or(Value::Null)
 }
 
-/// The document a back mapping sees for a task: ids are the upstream's.
+/// The document a back mapping sees for a task: ids are the upstream's (interlingua's until the
+/// back has given its own).
 pub fn back_task(task: &Task) -> Value {
     let mut v = front_task(task);
     if let Value::Object(o) = &mut v {
-        match &task.upstream_id {
-            Some(id) => o.insert("id".into(), Value::String(id.clone())),
-            None => o.remove("id"),
-        };
+        // Before the back has named the task, it knows it by interlingua's id (if at all).
+        let id = task.upstream_id.as_ref().unwrap_or(&task.id);
+        o.insert("id".into(), Value::String(id.clone()));
         if let Some(Value::Array(steps)) = o.get_mut("steps") {
             for (step, s) in steps.iter_mut().zip(&task.steps) {
                 if let Value::Object(so) = step {

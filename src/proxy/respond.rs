@@ -42,6 +42,7 @@ pub async fn error(
         | ProxyError::InvalidInput { .. }
         | ProxyError::TaskNotFound(_)
         | ProxyError::Conflict(_)
+        | ProxyError::TaskEnded(_)
         | ProxyError::Unsupported { .. }
         | ProxyError::UpstreamInvalid { .. }
         | ProxyError::UpstreamRejected { .. }
@@ -125,6 +126,7 @@ fn error_headers(err: &ProxyError) -> Vec<(&'static str, String)> {
         | ProxyError::InvalidInput { .. }
         | ProxyError::TaskNotFound(_)
         | ProxyError::Conflict(_)
+        | ProxyError::TaskEnded(_)
         | ProxyError::Unsupported { .. }
         | ProxyError::UpstreamInvalid { .. }
         | ProxyError::UpstreamRejected { .. }

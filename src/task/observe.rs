@@ -100,6 +100,11 @@ impl Task {
             if let Some(req) = patch.input_request {
                 self.input_request = Some(req);
             }
+            // Fronts that speak in words need the question even when the agent only sent a
+            // schema.
+            if self.message.is_none() {
+                self.message = self.input_request.as_ref().and_then(asked_for);
+            }
         } else {
             self.input_request = None;
         }
@@ -238,6 +243,17 @@ fn merge_output(out: &mut Output, patch: OutputPatch) {
     if let Some(a) = patch.artifacts {
         out.artifacts = Some(a);
     }
+}
+
+/// What an input schema asks for, in words: "The agent needs more input: More details".
+fn asked_for(schema: &serde_json::Value) -> Option<String> {
+    let fields = schema.get("input_data")?.as_array()?;
+    let names: Vec<&str> = fields
+        .iter()
+        .filter_map(|f| f.get("name").or_else(|| f.get("id")))
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    (!names.is_empty()).then(|| format!("The agent needs more input: {}", names.join(", ")))
 }
 
 #[cfg(test)]
