@@ -544,3 +544,280 @@ async fn openai_front_answers_a_completion_streams_and_fails_as_an_error() {
     assert_eq!(v["error"]["param"], Value::Null);
     w.charged("ann", 5, 2).await;
 }
+
+// ---------------------------------------------------------------- the new dialects as backs
+
+impl World {
+    /// Starts a MIP-003 job on `route` with `text`; returns its id.
+    async fn start_job(&self, route: &str, sub: &str, text: &str) -> String {
+        let (status, v) = self
+            .post(
+                &format!("/{route}/start_job"),
+                sub,
+                json!({"identifier_from_purchaser": "aabbccddeeff0011", "input_data": {"text": text}}),
+            )
+            .await;
+        assert_eq!(status, 200, "{route}: {v}");
+        v["job_id"].as_str().unwrap().to_string()
+    }
+
+    /// Polls a MIP-003 job until its status is one of `until`; every status seen, and the last
+    /// answer.
+    async fn job(&self, route: &str, sub: &str, job: &str, until: &[&str]) -> (Vec<String>, Value) {
+        let mut seen: Vec<String> = Vec::new();
+        let started = Instant::now();
+        loop {
+            let (status, v) = self
+                .get(&format!("/{route}/status?job_id={job}"), sub)
+                .await;
+            assert_eq!(status, 200, "{route}: {v}");
+            let s = v["status"].as_str().unwrap().to_string();
+            if seen.last() != Some(&s) {
+                seen.push(s.clone());
+            }
+            if until.contains(&s.as_str()) {
+                return (seen, v);
+            }
+            assert!(
+                started.elapsed() < DEADLINE * 2,
+                "{route}: stuck in {seen:?}: {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(40)).await;
+        }
+    }
+
+    /// A job that completes, one that fails, and (where the back can ask) one that asks for
+    /// input and completes after it; the subject is charged one credit per completed job.
+    async fn back_lifecycle(&self, route: &str, asks_for_input: bool) {
+        let sub = format!("{route}-user");
+        self.grant(&sub, 10).await;
+        let ok = self.start_job(route, &sub, "hello").await;
+        let (_, v) = self.job(route, &sub, &ok, &["completed", "failed"]).await;
+        assert_eq!(
+            (v["status"].as_str(), v["result"].as_str()),
+            (Some("completed"), Some("HELLO")),
+            "{route}: {v}"
+        );
+
+        let bad = self.start_job(route, &sub, "hello mode:fail").await;
+        let (_, v) = self.job(route, &sub, &bad, &["completed", "failed"]).await;
+        assert_eq!(v["status"], "failed", "{route}: {v}");
+
+        let mut completed = 1;
+        if asks_for_input {
+            let job = self.start_job(route, &sub, "hello mode:input").await;
+            let (_, v) = self
+                .job(
+                    route,
+                    &sub,
+                    &job,
+                    &["awaiting_input", "completed", "failed"],
+                )
+                .await;
+            assert_eq!(v["status"], "awaiting_input", "{route}: {v}");
+            let fields = &v["input_schema"]["input_data"];
+            assert!(
+                fields[0]["id"].is_string(),
+                "{route}: the question's fields: {v}"
+            );
+            let (status, r) = self
+                .post(
+                    &format!("/{route}/provide_input"),
+                    &sub,
+                    json!({"job_id": job, "status_id": v["id"], "input_data": {"text": "more"}}),
+                )
+                .await;
+            assert_eq!(status, 200, "{route}: {r}");
+            let (_, v) = self.job(route, &sub, &job, &["completed", "failed"]).await;
+            assert_eq!(
+                (v["status"].as_str(), v["result"].as_str()),
+                (Some("completed"), Some("HELLO MODE:INPUT more")),
+                "{route}: {v}"
+            );
+            completed += 1;
+        }
+        self.charged(&sub, 10, completed).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_a2a_agent_behind_a_mip003_front() {
+    world().await.back_lifecycle("to-a2a", true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openai_chat_model_behind_a_mip003_front() {
+    world().await.back_lifecycle("to-chat", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_lmos_agent_behind_a_mip003_front() {
+    world().await.back_lifecycle("to-lmos", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multiagent_eval_agent_behind_a_mip003_front() {
+    world().await.back_lifecycle("to-mae", true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nearai_agent_behind_a_mip003_front() {
+    world().await.back_lifecycle("to-nearai", true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_front_a_question_is_the_answer_and_a_failure_is_an_error() {
+    let w = world().await;
+    w.grant("cat", 5).await;
+    let ask = |text: &str| json!({"model": "m", "messages": [{"role": "user", "content": text}]});
+    let (status, v) = w
+        .post("/chat/v1/chat/completions", "cat", ask("hi mode:input"))
+        .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        v["choices"][0]["message"]["content"],
+        "The agent needs more input: More details"
+    );
+    let (status, v) = w
+        .post("/chat/v1/chat/completions", "cat", ask("hi mode:fail"))
+        .await;
+    assert_eq!(status, 502, "{v}");
+    assert_eq!(v["error"]["type"], "api_error", "{v}");
+    assert_eq!(v["error"]["code"], "task_failed", "{v}");
+}
+
+// ---------------------------------------------------------------- LMOS front
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lmos_front_describes_the_agent_and_runs_actions_and_conversations() {
+    let w = world().await;
+    w.grant("dan", 10).await;
+    let (status, adf) = w.get("/lmos/things/lmos", "dan").await;
+    assert_eq!(status, 200, "{adf}");
+    assert_eq!(adf["@type"], "lmos:Agent");
+    assert_eq!(
+        adf["@context"][1]["lmos"],
+        "https://eclipse.dev/lmos/protocol/v1"
+    );
+    assert_eq!(adf["security"], "bearer_sc");
+    let run = &adf["actions"]["run"];
+    assert_eq!(
+        run["forms"][0]["href"],
+        w.proxy.url("/lmos/things/lmos/actions/run")
+    );
+    // The MIP-003 agent's input schema, as JSON Schema.
+    assert_eq!(
+        run["input"]["properties"]["text"]["type"], "string",
+        "{adf}"
+    );
+    // An option without bounds may hold several values: an array of the enum.
+    assert_eq!(
+        run["input"]["properties"]["mode"]["items"]["enum"],
+        json!(["ok", "input", "fail"]),
+        "{adf}"
+    );
+
+    let (status, v) = w
+        .post(
+            "/lmos/things/lmos/actions/run",
+            "dan",
+            json!({"text": "hello"}),
+        )
+        .await;
+    assert_eq!((status, v), (200, json!("HELLO")));
+    // Input the agent's schema refuses: 400, per field.
+    let (status, v) = w
+        .post("/lmos/things/lmos/actions/run", "dan", json!({"text": ""}))
+        .await;
+    assert_eq!(status, 400, "{v}");
+    let (status, v) = w
+        .post(
+            "/lmos/things/lmos/actions/run",
+            "dan",
+            json!({"text": "x", "mode": "fail"}),
+        )
+        .await;
+    assert_eq!(status, 502, "{v}");
+    assert_eq!(v["errorCode"], "TASK_FAILED", "{v}");
+
+    let chat = |turn: &str, text: &str| {
+        json!({"messages": [{"role": "user", "content": text, "format": "text"}],
+               "conversationContext": {"conversationId": "c-1", "turnId": turn}})
+    };
+    let reply = |v: &Value| v["messages"][0]["content"].as_str().unwrap().to_string();
+    let (status, v) = w
+        .post(
+            "/lmos/things/lmos/actions/chat",
+            "dan",
+            chat("1", "hi mode:input"),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(reply(&v), "The agent needs more input: More details");
+    let (_, v) = w
+        .post("/lmos/things/lmos/actions/chat", "dan", chat("2", "please"))
+        .await;
+    assert_eq!(reply(&v), "HI MODE:INPUT please", "{v}");
+    // The conversation's task has ended: the next turn is a new task.
+    let (_, v) = w
+        .post("/lmos/things/lmos/actions/chat", "dan", chat("3", "again"))
+        .await;
+    assert_eq!(reply(&v), "AGAIN", "{v}");
+    w.charged("dan", 10, 3).await;
+}
+
+// ---------------------------------------------------------------- MultiAgentEval front
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multiagent_eval_front_runs_turns_pauses_for_a_human_and_reports_errors() {
+    let w = world().await;
+    w.grant("eve", 10).await;
+    let turn = |run: &str, n: u64, text: &str| {
+        json!({"task_description": text, "turn": n, "run_id": run,
+               "conversation_history": [{"role": "user", "content": text}]})
+    };
+    let (status, v) = w
+        .post("/mae/execute_task", "eve", turn("r-1", 1, "hello"))
+        .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        (v["action"].as_str(), v["summary"].as_str()),
+        (Some("final_answer"), Some("HELLO")),
+        "{v}"
+    );
+
+    let (_, v) = w
+        .post("/mae/execute_task", "eve", turn("r-2", 1, "hi mode:input"))
+        .await;
+    assert_eq!(v["action"], "hitl_pause", "{v}");
+    assert_eq!(
+        v["reason"], "The agent needs more input: More details",
+        "{v}"
+    );
+    let (_, v) = w
+        .post("/mae/execute_task", "eve", turn("r-2", 2, "more"))
+        .await;
+    assert_eq!(
+        (v["action"].as_str(), v["summary"].as_str()),
+        (Some("final_answer"), Some("HI MODE:INPUT more")),
+        "{v}"
+    );
+
+    let (_, v) = w
+        .post("/mae/execute_task", "eve", turn("r-3", 1, "x mode:fail"))
+        .await;
+    assert_eq!(v["action"], "error", "{v}");
+    assert!(v["message"].is_string(), "{v}");
+
+    let (_, v) = w
+        .post(
+            "/mae/execute_task",
+            "eve",
+            json!({"task_description": "health_check"}),
+        )
+        .await;
+    assert_eq!(v, json!({"action": "final_answer", "summary": "ok"}));
+    let (status, v) = w.post("/mae/execute_task", "eve", json!({"turn": 1})).await;
+    assert_eq!(status, 400, "{v}");
+    w.charged("eve", 10, 2).await;
+}

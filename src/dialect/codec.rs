@@ -159,7 +159,12 @@ fn decode_into(
         };
         // `read` also runs when nothing was found, so it can supply a value (`$ ?? uuid()`).
         let value = match &rule.read {
-            Some(read) if converted.is_some() || !read.uses_current_only() => {
+            // It runs for an absent value only if it makes one of its own from `$` being absent
+            // (`$ ?? uuid()`); a `read` that ignores `$` (`'completed'`) says what a found value
+            // means.
+            Some(read)
+                if converted.is_some() || (read.uses_current() && !read.uses_current_only()) =>
+            {
                 let scope = DocScope {
                     root: doc,
                     bind: None,

@@ -605,9 +605,13 @@ impl Engine {
         &self,
         t: &Translated,
         mut stored: Stored,
-        patch: TaskPatch,
+        mut patch: TaskPatch,
         cx: &mut Cx<'_>,
     ) -> Result<Stored, ProxyError> {
+        // A back that asks for input without saying what: the input its mapping declares.
+        if patch.status == Some(Status::AwaitingInput) && patch.input_request.is_none() {
+            patch.input_request = t.back.input_schema.clone();
+        }
         for _ in 0..UPDATE_ATTEMPTS {
             let mut task = stored.task.clone();
             let seen = task.observe(patch.clone(), t.back.steps, Utc::now());

@@ -29,9 +29,8 @@ use hyper::{Method, StatusCode};
 use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
 
-use super::{Call, Mode, Options, Reply};
+use super::{str_field, Call, Mode, Options, Reply};
 
 /// The prompt of an `input-required` status.
 const ASK: &str = "Please provide more";
@@ -298,22 +297,38 @@ impl RpcError {
         }
     }
 
-    fn render(&self, id: &Value, v: Option<Version>) -> Value {
+    /// The error response to request `id`, in version `v`'s shape (`None`: the request was too
+    /// broken to tell). HTTP 200, as every JSON-RPC answer.
+    fn reply(&self, id: &Value, v: Option<Version>) -> Reply {
         let mut error = json!({"code": self.code, "message": self.message});
         if let (Some(Version::V10), Some((reason, metadata))) = (v, &self.info) {
             error["data"] = json!([{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
                                     "reason": reason, "domain": "a2a-protocol.org", "metadata": metadata}]);
         }
-        json!({"jsonrpc": "2.0", "id": id, "error": error})
+        Reply::Json(
+            StatusCode::OK,
+            json!({"jsonrpc": "2.0", "id": id, "error": error}),
+        )
     }
 }
 
+/// The success response to request `id`, as sent whole or as one event of a stream.
 fn rpc_result(id: &Value, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
-fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str)
+/// [`rpc_result`] as an HTTP 200 answer.
+fn rpc_reply(id: &Value, result: Value) -> Reply {
+    Reply::Json(StatusCode::OK, rpc_result(id, result))
+}
+
+/// A result as version `v` frames it: 1.0 wraps it in an object whose one key names its kind
+/// (`task`, `statusUpdate`, `artifactUpdate`); 0.3 sends it bare, its own `kind` field telling.
+fn framed(v: Version, kind: &str, result: Value) -> Value {
+    match v {
+        Version::V10 => json!({ kind: result }),
+        Version::V03 => result,
+    }
 }
 
 fn parse_part(p: &Value) -> Result<Part, RpcError> {
@@ -420,16 +435,6 @@ fn history_length(v: Option<&Value>) -> Result<Option<usize>, RpcError> {
     }
 }
 
-/// A short poll step, so that waits see each state change promptly.
-fn poll_step(o: &Options) -> Duration {
-    (o.work / 20).clamp(Duration::from_millis(5), Duration::from_millis(50))
-}
-
-/// The longest a blocking send or a stream waits for a task to settle.
-fn patience(o: &Options) -> Duration {
-    o.work * 4
-}
-
 struct Agent {
     options: Options,
     tasks: Mutex<HashMap<String, Task>>,
@@ -460,10 +465,9 @@ impl Agent {
     }
 
     async fn rpc(self: Arc<Self>, call: Call) -> Reply {
-        let ok = |v: Value| Reply::Json(StatusCode::OK, v);
         let req = match &call.body {
             Some(Ok(v)) => v,
-            _ => return ok(RpcError::new(-32700, "Parse error").render(&Value::Null, None)),
+            _ => return RpcError::new(-32700, "Parse error").reply(&Value::Null, None),
         };
         let id = req.get("id").cloned().unwrap_or(Value::Null);
         let method = str_field(req, "method");
@@ -471,7 +475,7 @@ impl Agent {
             || method.is_none()
             || !(id.is_string() || id.is_number() || id.is_null())
         {
-            return ok(RpcError::new(-32600, "Invalid Request").render(&id, None));
+            return RpcError::new(-32600, "Invalid Request").reply(&id, None);
         }
         let method = method.unwrap_or_default();
         let version = if method.contains('/') {
@@ -486,7 +490,7 @@ impl Agent {
                     info: Some(("VERSION_NOT_SUPPORTED", json!({"version": asked}))),
                     ..RpcError::new(-32009, "Version not supported")
                 };
-                return ok(e.render(&id, Some(Version::V10)));
+                return e.reply(&id, Some(Version::V10));
             }
         }
         let params = req.get("params").cloned().unwrap_or(json!({}));
@@ -495,11 +499,11 @@ impl Agent {
             "SendStreamingMessage" | "message/stream" => {
                 self.send(version, &id, &params, true).await
             }
-            "GetTask" | "tasks/get" => self.get(version, &params).map(|t| ok(rpc_result(&id, t))),
-            "CancelTask" | "tasks/cancel" => self
-                .cancel(version, &params)
-                .map(|t| ok(rpc_result(&id, t))),
-            "ListTasks" => self.list(&params).map(|r| ok(rpc_result(&id, r))),
+            "GetTask" | "tasks/get" => self.get(version, &params).map(|t| rpc_reply(&id, t)),
+            "CancelTask" | "tasks/cancel" => {
+                self.cancel(version, &params).map(|t| rpc_reply(&id, t))
+            }
+            "ListTasks" => self.list(&params).map(|r| rpc_reply(&id, r)),
             "SubscribeToTask" | "tasks/resubscribe" => self.subscribe(version, &id, &params),
             m if m.contains("PushNotificationConfig")
                 || m.starts_with("tasks/pushNotificationConfig/") =>
@@ -515,7 +519,7 @@ impl Agent {
             )),
             _ => Err(RpcError::new(-32601, "Method not found")),
         };
-        outcome.unwrap_or_else(|e| ok(e.render(&id, Some(version))))
+        outcome.unwrap_or_else(|e| e.reply(&id, Some(version)))
     }
 
     async fn send(
@@ -547,11 +551,7 @@ impl Agent {
             .get(&task_id)
             .map(|t| t.render(&self.options, v, Instant::now(), history))
             .ok_or_else(|| RpcError::task_not_found(&task_id))?;
-        let result = match v {
-            Version::V10 => json!({"task": task}),
-            Version::V03 => task,
-        };
-        Ok(Reply::Json(StatusCode::OK, rpc_result(id, result)))
+        Ok(rpc_reply(id, framed(v, "task", task)))
     }
 
     fn create(&self, message: Message, metadata: Option<&Value>) -> Result<String, RpcError> {
@@ -614,7 +614,7 @@ impl Agent {
 
     /// Waits until the task is terminal or interrupted, or until patience runs out.
     async fn wait_settled(&self, task_id: &str) {
-        let deadline = Instant::now() + patience(&self.options);
+        let deadline = Instant::now() + self.options.patience();
         while Instant::now() < deadline {
             let settled = self
                 .tasks
@@ -624,7 +624,7 @@ impl Agent {
             if settled {
                 return;
             }
-            tokio::time::sleep(poll_step(&self.options)).await;
+            tokio::time::sleep(self.options.poll_step()).await;
         }
     }
 
@@ -733,37 +733,22 @@ impl Agent {
     /// An event stream of the task: the task as it is now, then a frame per change (the
     /// artifact before the completed status), closing once the task is settled.
     fn stream(self: &Arc<Self>, v: Version, rpc_id: Value, task_id: String) -> Reply {
-        let (tx, reply) = Reply::sse_channel();
         let agent = self.clone();
-        tokio::spawn(async move {
-            let deadline = Instant::now() + patience(&agent.options);
-            let mut last = None;
-            loop {
-                let frames = {
-                    let tasks = agent.tasks.lock();
-                    let Some(task) = tasks.get(&task_id) else {
-                        return;
-                    };
-                    let now = Instant::now();
-                    let (state, since) = task.state(&agent.options, now);
-                    if last == Some(state) {
-                        Vec::new()
-                    } else {
-                        let frames = agent.frames(task, v, last.is_none(), state, since, now);
-                        last = Some(state);
-                        frames
-                    }
-                };
-                if !send_all(&tx, &rpc_id, frames).await
-                    || last.is_some_and(State::settled)
-                    || Instant::now() >= deadline
-                {
-                    return;
-                }
-                tokio::time::sleep(poll_step(&agent.options)).await;
-            }
-        });
-        reply
+        let mut last = None;
+        Reply::polled(self.options, move || {
+            let tasks = agent.tasks.lock();
+            let task = tasks.get(&task_id)?;
+            let now = Instant::now();
+            let (state, since) = task.state(&agent.options, now);
+            let frames = if last == Some(state) {
+                Vec::new()
+            } else {
+                agent.frames(task, v, last.is_none(), state, since, now)
+            };
+            last = Some(state);
+            let responses = frames.into_iter().map(|f| rpc_result(&rpc_id, f));
+            Some((responses.collect(), state.settled()))
+        })
     }
 
     fn frames(
@@ -776,11 +761,7 @@ impl Agent {
         now: Instant,
     ) -> Vec<Value> {
         if first {
-            let t = task.render(&self.options, v, now, None);
-            return vec![match v {
-                Version::V10 => json!({"task": t}),
-                Version::V03 => t,
-            }];
+            return vec![framed(v, "task", task.render(&self.options, v, now, None))];
         }
         let ids = |kind: &str| match v {
             Version::V10 => json!({"taskId": task.id, "contextId": task.context_id}),
@@ -791,32 +772,17 @@ impl Agent {
             let mut update = ids("artifact-update");
             update["artifact"] = task.artifact(v);
             update["lastChunk"] = json!(true);
-            frames.push(match v {
-                Version::V10 => json!({"artifactUpdate": update}),
-                Version::V03 => update,
-            });
+            frames.push(framed(v, "artifactUpdate", update));
         }
         let mut update = ids("status-update");
         update["status"] = task.status(v, state, since);
-        frames.push(match v {
-            Version::V10 => json!({"statusUpdate": update}),
-            Version::V03 => {
-                update["final"] = json!(state.settled());
-                update
-            }
-        });
+        // Only 0.3 has `final`; a 1.0 client learns the end from the state.
+        if v == Version::V03 {
+            update["final"] = json!(state.settled());
+        }
+        frames.push(framed(v, "statusUpdate", update));
         frames
     }
-}
-
-/// Sends each result as a JSON-RPC response frame; false once the client has gone.
-async fn send_all(tx: &mpsc::Sender<String>, rpc_id: &Value, results: Vec<Value>) -> bool {
-    for r in results {
-        if tx.send(rpc_result(rpc_id, r).to_string()).await.is_err() {
-            return false;
-        }
-    }
-    true
 }
 
 /// The Agent Card, 1.0 shape, naming `base` (the server as the client reached it).
@@ -841,48 +807,43 @@ fn card(base: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::testing::{eventually, options, start, Events};
+    use crate::sample::testing::{eventually, Agent, Events};
 
-    struct Client {
-        http: reqwest::Client,
-        base: String,
+    /// Posts a JSON-RPC request with `id`; every answer, errors too, is HTTP 200.
+    async fn post_rpc(agent: &Agent, id: Value, method: &str, params: Value) -> reqwest::Response {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let resp = agent.post("/", body).await;
+        assert_eq!(resp.status(), 200);
+        resp
     }
 
-    impl Client {
-        async fn new() -> Client {
-            Client {
-                http: reqwest::Client::new(),
-                base: start(|l| serve(l, options())).await,
-            }
-        }
+    /// Calls `method`; the JSON-RPC response.
+    async fn rpc(agent: &Agent, method: &str, params: Value) -> Value {
+        let v: Value = post_rpc(agent, json!(7), method, params)
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(v["id"], 7, "{v}");
+        v
+    }
 
-        async fn rpc(&self, method: &str, params: Value) -> Value {
-            let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
-            let resp = self
-                .http
-                .post(format!("{}/", self.base))
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(resp.status(), 200);
-            let v: Value = resp.json().await.unwrap();
-            assert_eq!(v["id"], 7, "{v}");
-            v
-        }
+    /// Calls a streaming `method`; its events.
+    async fn stream(agent: &Agent, method: &str, params: Value) -> Events {
+        Events::new(post_rpc(agent, json!("s"), method, params).await)
+    }
 
-        async fn stream(&self, method: &str, params: Value) -> Events {
-            let body = json!({"jsonrpc": "2.0", "id": "s", "method": method, "params": params});
-            let resp = self
-                .http
-                .post(format!("{}/", self.base))
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(resp.status(), 200);
-            Events::new(resp)
-        }
+    /// Calls a streaming `method` and reads it to the end; the `result` of each event, every event
+    /// being a JSON-RPC response to the request.
+    async fn stream_results(agent: &Agent, method: &str, params: Value) -> Vec<Value> {
+        let frames = stream(agent, method, params).await.rest_json().await;
+        assert!(
+            frames
+                .iter()
+                .all(|f| f["jsonrpc"] == "2.0" && f["id"] == "s"),
+            "{frames:?}"
+        );
+        frames.into_iter().map(|mut f| f["result"].take()).collect()
     }
 
     fn msg10(text: &str) -> Value {
@@ -896,10 +857,13 @@ mod tests {
 
     #[tokio::test]
     async fn blocking_send_message_returns_the_completed_task_in_1_0_shape() {
-        let c = Client::new().await;
-        let v = c
-            .rpc("SendMessage", json!({"message": msg10("hello there")}))
-            .await;
+        let agent = Agent::start(serve).await;
+        let v = rpc(
+            &agent,
+            "SendMessage",
+            json!({"message": msg10("hello there")}),
+        )
+        .await;
         let task = &v["result"]["task"];
         assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{v}");
         assert!(task.get("kind").is_none());
@@ -912,7 +876,7 @@ mod tests {
             task["history"][0]["parts"],
             json!([{"text": "hello there"}])
         );
-        let got = c.rpc("GetTask", json!({"id": task["id"]})).await;
+        let got = rpc(&agent, "GetTask", json!({"id": task["id"]})).await;
         assert_eq!(
             got["result"]["id"], task["id"],
             "GetTask answers the bare task"
@@ -922,19 +886,19 @@ mod tests {
 
     #[tokio::test]
     async fn return_immediately_then_input_required_then_input_completes_the_task() {
-        let c = Client::new().await;
-        let v = c
-            .rpc(
-                "SendMessage",
-                json!({"message": msg10("book it mode:input"),
-                                       "configuration": {"returnImmediately": true}}),
-            )
-            .await;
+        let agent = Agent::start(serve).await;
+        let v = rpc(
+            &agent,
+            "SendMessage",
+            json!({"message": msg10("book it mode:input"),
+                   "configuration": {"returnImmediately": true}}),
+        )
+        .await;
         let task = &v["result"]["task"];
         assert_eq!(task["status"]["state"], "TASK_STATE_SUBMITTED", "{v}");
         let id = task["id"].as_str().unwrap().to_string();
         let asked = eventually("input-required", || async {
-            let t = c.rpc("GetTask", json!({"id": id})).await["result"].clone();
+            let t = rpc(&agent, "GetTask", json!({"id": id})).await["result"].clone();
             (t["status"]["state"] == "TASK_STATE_INPUT_REQUIRED").then_some(t)
         })
         .await;
@@ -942,7 +906,7 @@ mod tests {
         assert_eq!(asked["status"]["message"]["parts"][0]["text"], ASK);
         let mut more = msg10("from SFO");
         more["taskId"] = json!(id);
-        let done = c.rpc("SendMessage", json!({"message": more})).await;
+        let done = rpc(&agent, "SendMessage", json!({"message": more})).await;
         let task = &done["result"]["task"];
         assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
         assert_eq!(
@@ -963,7 +927,7 @@ mod tests {
                 &json!("ROLE_USER")
             ]
         );
-        let again = c.rpc("SendMessage", json!({"message": more})).await;
+        let again = rpc(&agent, "SendMessage", json!({"message": more})).await;
         assert_eq!(
             again["error"]["code"], -32602,
             "a terminal task takes no input: {again}"
@@ -972,36 +936,34 @@ mod tests {
 
     #[tokio::test]
     async fn mode_fail_in_a_data_part_fails_the_task_and_it_cannot_be_cancelled() {
-        let c = Client::new().await;
+        let agent = Agent::start(serve).await;
         let mut m = msg10("x");
         m["parts"] = json!([{"data": {"text": "crash", "mode": "fail"}}]);
-        let v = c.rpc("SendMessage", json!({"message": m})).await;
+        let v = rpc(&agent, "SendMessage", json!({"message": m})).await;
         let task = &v["result"]["task"];
         assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{v}");
         assert_eq!(task["status"]["message"]["parts"][0]["text"], FAILURE);
-        let cancel = c.rpc("CancelTask", json!({"id": task["id"]})).await;
+        let cancel = rpc(&agent, "CancelTask", json!({"id": task["id"]})).await;
         assert_eq!(cancel["error"]["code"], -32002, "{cancel}");
         assert_eq!(cancel["error"]["data"][0]["reason"], "TASK_NOT_CANCELABLE");
     }
 
     #[tokio::test]
     async fn a_0_3_client_gets_bare_tasks_with_kind_and_kebab_states() {
-        let c = Client::new().await;
-        let v = c
-            .rpc(
-                "message/send",
-                json!({"message": msg03("joke mode:input"), "metadata": {},
-                                        "configuration": {"blocking": false}}),
-            )
-            .await;
+        let agent = Agent::start(serve).await;
+        let v = rpc(
+            &agent,
+            "message/send",
+            json!({"message": msg03("joke mode:input"), "metadata": {},
+                   "configuration": {"blocking": false}}),
+        )
+        .await;
         let task = v["result"].clone();
         assert_eq!(task["kind"], "task", "{v}");
         assert_eq!(task["status"]["state"], "submitted");
         let id = task["id"].as_str().unwrap().to_string();
         let asked = eventually("input-required", || async {
-            let t = c
-                .rpc("tasks/get", json!({"id": id, "historyLength": 1}))
-                .await["result"]
+            let t = rpc(&agent, "tasks/get", json!({"id": id, "historyLength": 1})).await["result"]
                 .clone();
             (t["status"]["state"] == "input-required").then_some(t)
         })
@@ -1011,7 +973,7 @@ mod tests {
         assert_eq!(asked["status"]["message"]["parts"][0]["kind"], "text");
         let mut more = msg03("please");
         more["taskId"] = json!(id);
-        let done = c.rpc("message/send", json!({"message": more})).await["result"].clone();
+        let done = rpc(&agent, "message/send", json!({"message": more})).await["result"].clone();
         assert_eq!(done["status"]["state"], "completed", "{done}");
         assert_eq!(
             done["artifacts"][0]["parts"],
@@ -1021,19 +983,13 @@ mod tests {
 
     #[tokio::test]
     async fn streaming_1_0_sends_the_task_then_status_and_artifact_updates_until_completed() {
-        let c = Client::new().await;
-        let frames = c
-            .stream(
-                "SendStreamingMessage",
-                json!({"message": msg10("stream me")}),
-            )
-            .await
-            .rest_json()
-            .await;
-        assert!(frames
-            .iter()
-            .all(|f| f["jsonrpc"] == "2.0" && f["id"] == "s"));
-        let results: Vec<&Value> = frames.iter().map(|f| &f["result"]).collect();
+        let agent = Agent::start(serve).await;
+        let results = stream_results(
+            &agent,
+            "SendStreamingMessage",
+            json!({"message": msg10("stream me")}),
+        )
+        .await;
         assert_eq!(
             results[0]["task"]["status"]["state"],
             "TASK_STATE_SUBMITTED"
@@ -1064,13 +1020,13 @@ mod tests {
 
     #[tokio::test]
     async fn streaming_0_3_marks_the_input_required_frame_final_and_closes() {
-        let c = Client::new().await;
-        let frames = c
-            .stream("message/stream", json!({"message": msg03("q mode:input")}))
-            .await
-            .rest_json()
-            .await;
-        let results: Vec<&Value> = frames.iter().map(|f| &f["result"]).collect();
+        let agent = Agent::start(serve).await;
+        let results = stream_results(
+            &agent,
+            "message/stream",
+            json!({"message": msg03("q mode:input")}),
+        )
+        .await;
         assert_eq!(results[0]["kind"], "task");
         let last = results.last().unwrap();
         assert_eq!(last["kind"], "status-update");
@@ -1083,13 +1039,16 @@ mod tests {
 
     #[tokio::test]
     async fn a_stream_reports_a_cancel_made_while_it_is_open() {
-        let c = Client::new().await;
-        let mut events = c
-            .stream("SendStreamingMessage", json!({"message": msg10("slow")}))
-            .await;
+        let agent = Agent::start(serve).await;
+        let mut events = stream(
+            &agent,
+            "SendStreamingMessage",
+            json!({"message": msg10("slow")}),
+        )
+        .await;
         let first = events.next_json().await.unwrap();
         let id = first["result"]["task"]["id"].clone();
-        let cancel = c.rpc("CancelTask", json!({"id": id})).await;
+        let cancel = rpc(&agent, "CancelTask", json!({"id": id})).await;
         // Either the cancel won, or the task finished first and is not cancelable.
         let cancelled = cancel["result"]["status"]["state"] == "TASK_STATE_CANCELED";
         assert!(cancelled || cancel["error"]["code"] == -32002, "{cancel}");
@@ -1105,56 +1064,59 @@ mod tests {
 
     #[tokio::test]
     async fn list_tasks_pages_and_filters_by_state() {
-        let c = Client::new().await;
+        let agent = Agent::start(serve).await;
         for text in ["a", "b", "c mode:fail"] {
-            c.rpc("SendMessage", json!({"message": msg10(text)})).await;
+            rpc(&agent, "SendMessage", json!({"message": msg10(text)})).await;
         }
-        let page = c.rpc("ListTasks", json!({"pageSize": 2})).await["result"].clone();
+        let page = rpc(&agent, "ListTasks", json!({"pageSize": 2})).await["result"].clone();
         assert_eq!(page["totalSize"], 3, "{page}");
         assert_eq!(page["tasks"].as_array().unwrap().len(), 2);
         assert!(
             page["tasks"][0].get("artifacts").is_none(),
             "artifacts only on request"
         );
-        let next = c
-            .rpc(
-                "ListTasks",
-                json!({"pageSize": 2, "pageToken": page["nextPageToken"]}),
-            )
-            .await["result"]
+        let next = rpc(
+            &agent,
+            "ListTasks",
+            json!({"pageSize": 2, "pageToken": page["nextPageToken"]}),
+        )
+        .await["result"]
             .clone();
         assert_eq!(next["tasks"].as_array().unwrap().len(), 1);
         assert_eq!(next["nextPageToken"], "");
-        let failed = c
-            .rpc("ListTasks", json!({"status": "TASK_STATE_FAILED"}))
-            .await["result"]
+        let failed = rpc(&agent, "ListTasks", json!({"status": "TASK_STATE_FAILED"})).await
+            ["result"]
             .clone();
         assert_eq!(failed["totalSize"], 1);
-        let bad = c.rpc("ListTasks", json!({"pageSize": 0})).await;
+        let bad = rpc(&agent, "ListTasks", json!({"pageSize": 0})).await;
         assert_eq!(bad["error"]["code"], -32602);
     }
 
     #[tokio::test]
     async fn errors_are_json_rpc_errors_with_the_spec_codes() {
-        let c = Client::new().await;
-        let missing = c.rpc("GetTask", json!({"id": "nope"})).await;
+        let agent = Agent::start(serve).await;
+        let missing = rpc(&agent, "GetTask", json!({"id": "nope"})).await;
         assert_eq!(missing["error"]["code"], -32001);
         assert_eq!(missing["error"]["data"][0]["reason"], "TASK_NOT_FOUND");
-        let missing03 = c.rpc("tasks/get", json!({"id": "nope"})).await;
+        let missing03 = rpc(&agent, "tasks/get", json!({"id": "nope"})).await;
         assert_eq!(missing03["error"]["code"], -32001);
         assert!(missing03["error"].get("data").is_none());
         assert_eq!(
-            c.rpc("tasks/list", json!({})).await["error"]["code"],
+            rpc(&agent, "tasks/list", json!({})).await["error"]["code"],
             -32601
         );
         assert_eq!(
-            c.rpc("SendMessage", json!({"message": {"role": "ROLE_USER"}}))
-                .await["error"]["code"],
+            rpc(
+                &agent,
+                "SendMessage",
+                json!({"message": {"role": "ROLE_USER"}})
+            )
+            .await["error"]["code"],
             -32602
         );
-        let resp = c
+        let resp = agent
             .http
-            .post(format!("{}/", c.base))
+            .post(agent.url("/"))
             .body("{not json")
             .send()
             .await
@@ -1167,20 +1129,9 @@ mod tests {
 
     #[tokio::test]
     async fn the_agent_card_names_the_address_the_client_used() {
-        let c = Client::new().await;
-        let card: Value = c
-            .http
-            .get(format!("{}/.well-known/agent-card.json", c.base))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(
-            card["supportedInterfaces"][0]["url"],
-            format!("{}/", c.base)
-        );
+        let agent = Agent::start(serve).await;
+        let (_, card) = agent.get_json("/.well-known/agent-card.json").await;
+        assert_eq!(card["supportedInterfaces"][0]["url"], agent.url("/"));
         assert_eq!(card["supportedInterfaces"][0]["protocolVersion"], "1.0");
         assert_eq!(card["capabilities"]["streaming"], true);
     }

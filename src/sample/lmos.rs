@@ -26,22 +26,19 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
-use super::{Call, Mode, Options, Reply};
+use super::{str_field, Call, Mode, Options, Reply};
 
 /// The thing's id, and its path segment.
 const THING: &str = "agent";
 /// The answer that asks for input.
 const ASK: &str = "Please provide more";
 
+/// conversationId → the text of the turn that asked for input.
+type Pending = Mutex<HashMap<String, String>>;
+
 /// Serves the agent on `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener, options: Options) {
-    // conversationId → the text of the turn that asked for input.
-    let pending: Arc<Mutex<HashMap<String, String>>> = Arc::default();
-    super::serve(listener, move |call| {
-        let pending = pending.clone();
-        async move { handle(&pending, &options, call).await }
-    })
-    .await;
+    super::serve_with_state(listener, options, handle).await;
 }
 
 /// The ADF of the agent served at `base`.
@@ -108,7 +105,7 @@ fn empty(status: StatusCode) -> Reply {
     Reply::Text(status, String::new())
 }
 
-async fn handle(pending: &Mutex<HashMap<String, String>>, o: &Options, call: Call) -> Reply {
+async fn handle(pending: Arc<Pending>, o: Options, call: Call) -> Reply {
     let segs: Vec<&str> = call.path.split('/').filter(|s| !s.is_empty()).collect();
     match (&call.method, segs.as_slice()) {
         (&Method::GET, ["things"]) => {
@@ -125,7 +122,7 @@ async fn handle(pending: &Mutex<HashMap<String, String>>, o: &Options, call: Cal
             };
             let started = Instant::now();
             let answer = if *action == "chat" {
-                chat(pending, input)
+                chat(&pending, input)
             } else {
                 run(input)
             };
@@ -146,23 +143,13 @@ async fn handle(pending: &Mutex<HashMap<String, String>>, o: &Options, call: Cal
 }
 
 /// The `chat` answer's text, or the cause of a failure.
-fn chat(pending: &Mutex<HashMap<String, String>>, input: &Value) -> Result<String, String> {
+fn chat(pending: &Pending, input: &Value) -> Result<String, String> {
     let messages = input
         .get("messages")
         .and_then(Value::as_array)
         .ok_or("messages must be a list")?;
-    let role = |m: &Value| {
-        m.get("role")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
-    let content = |m: &Value| {
-        m.get("content")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
+    let role = |m: &Value| str_field(m, "role").unwrap_or_default().to_string();
+    let content = |m: &Value| str_field(m, "content").unwrap_or_default().to_string();
     let last = messages
         .iter()
         .rposition(|m| role(m) == "user")
@@ -197,9 +184,7 @@ fn chat(pending: &Mutex<HashMap<String, String>>, input: &Value) -> Result<Strin
 
 /// The `run` answer, or the cause of a failure.
 fn run(input: &Value) -> Result<String, String> {
-    let text = input
-        .get("text")
-        .and_then(Value::as_str)
+    let text = str_field(input, "text")
         .filter(|t| !t.trim().is_empty())
         .ok_or("text is required")?;
     let mode = match input.get("mode") {
@@ -216,7 +201,7 @@ fn run(input: &Value) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::testing::{options, start};
+    use crate::sample::testing::Agent;
 
     async fn invoke(href: &str, body: Option<Value>) -> reqwest::Response {
         let req = reqwest::Client::new()
@@ -234,19 +219,10 @@ mod tests {
                "systemContext": [{"key": "channelId", "value": "web"}], "userContext": {"userId": "u-1", "profile": []}})
     }
 
-    async fn td(base: &str) -> Value {
-        reqwest::get(format!("{base}/things/agent"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
-    }
-
     #[tokio::test]
     async fn the_adf_is_a_thing_description_with_absolute_action_hrefs() {
-        let base = start(|l| serve(l, options())).await;
-        let td = td(&base).await;
+        let agent = Agent::start(serve).await;
+        let (_, td) = agent.get_json("/things/agent").await;
         assert_eq!(td["@type"], "lmos:Agent");
         assert_eq!(
             td["@context"][1]["lmos"],
@@ -254,22 +230,17 @@ mod tests {
         );
         assert_eq!(
             td["actions"]["chat"]["forms"][0]["href"],
-            format!("{base}/things/agent/actions/chat")
+            agent.url("/things/agent/actions/chat")
         );
         assert_eq!(td["actions"]["run"]["output"]["type"], "string");
-        let list: Value = reqwest::get(format!("{base}/things"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let (_, list) = agent.get_json("/things").await;
         assert_eq!(list[0]["title"], "SampleAgent");
     }
 
     #[tokio::test]
     async fn chat_answers_an_agent_result_and_takes_input_on_the_next_turn() {
-        let base = start(|l| serve(l, options())).await;
-        let href = td(&base).await["actions"]["chat"]["forms"][0]["href"]
+        let agent = Agent::start(serve).await;
+        let href = agent.get_json("/things/agent").await.1["actions"]["chat"]["forms"][0]["href"]
             .as_str()
             .unwrap()
             .to_string();
@@ -318,8 +289,8 @@ mod tests {
 
     #[tokio::test]
     async fn run_answers_a_json_string_and_fails_as_kotlin_wot_does() {
-        let base = start(|l| serve(l, options())).await;
-        let href = format!("{base}/things/agent/actions/run");
+        let agent = Agent::start(serve).await;
+        let href = agent.url("/things/agent/actions/run");
         let resp = invoke(&href, Some(json!({"text": "hello"}))).await;
         assert_eq!(resp.status(), 200);
         assert_eq!(resp.text().await.unwrap(), "\"HELLO\"");
@@ -341,20 +312,20 @@ mod tests {
 
     #[tokio::test]
     async fn missing_input_is_400_and_unknown_actions_are_404() {
-        let base = start(|l| serve(l, options())).await;
-        let resp = invoke(&format!("{base}/things/agent/actions/run"), None).await;
+        let agent = Agent::start(serve).await;
+        let resp = invoke(&agent.url("/things/agent/actions/run"), None).await;
         assert_eq!(resp.status(), 400);
         assert_eq!(resp.text().await.unwrap(), "");
-        let resp = invoke(&format!("{base}/things/agent/actions/fly"), Some(json!({}))).await;
+        let resp = invoke(&agent.url("/things/agent/actions/fly"), Some(json!({}))).await;
         assert_eq!(resp.status(), 404);
         let resp = invoke(
-            &format!("{base}/things/other/actions/run"),
+            &agent.url("/things/other/actions/run"),
             Some(json!({"text": "x"})),
         )
         .await;
         assert_eq!(resp.status(), 404);
         let resp = invoke(
-            &format!("{base}/things/agent/actions/chat"),
+            &agent.url("/things/agent/actions/chat"),
             Some(json!({"conversationContext": {}})),
         )
         .await;

@@ -24,24 +24,17 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
-use super::{Call, Mode, Options};
+use super::{str_field, Call, Mode, Options};
+
+/// run_id → the turn-1 task description.
+type Runs = Mutex<HashMap<String, String>>;
 
 /// Serves the agent on `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener, options: Options) {
-    // run_id → the turn-1 task description.
-    let runs: Arc<Mutex<HashMap<String, String>>> = Arc::default();
-    super::serve(listener, move |call| {
-        let runs = runs.clone();
-        async move { handle(&runs, &options, call).await }
-    })
-    .await;
+    super::serve_with_state(listener, options, handle).await;
 }
 
-async fn handle(
-    runs: &Mutex<HashMap<String, String>>,
-    o: &Options,
-    call: Call,
-) -> (StatusCode, Value) {
+async fn handle(runs: Arc<Runs>, o: Options, call: Call) -> (StatusCode, Value) {
     if call.path != "/execute_task" {
         return (StatusCode::NOT_FOUND, json!({"error": "Not Found"}));
     }
@@ -61,7 +54,7 @@ async fn handle(
         }
         None => &Value::Null,
     };
-    let Some(task) = body.get("task_description").and_then(Value::as_str) else {
+    let Some(task) = str_field(body, "task_description") else {
         return (
             StatusCode::BAD_REQUEST,
             json!({"error": "Missing 'task_description' in request body"}),
@@ -75,16 +68,13 @@ async fn handle(
     }
     tokio::time::sleep(o.work / 4).await;
     let turn = body.get("turn").and_then(Value::as_u64).unwrap_or(1);
-    let run_id = body.get("run_id").and_then(Value::as_str);
+    let run_id = str_field(body, "run_id");
     if turn >= 2 {
         let from_history = body
             .get("conversation_history")
             .and_then(Value::as_array)
-            .and_then(|h| {
-                h.iter()
-                    .find(|e| e.get("role").and_then(Value::as_str) == Some("user"))
-            })
-            .and_then(|e| e.get("content").and_then(Value::as_str))
+            .and_then(|h| h.iter().find(|e| str_field(e, "role") == Some("user")))
+            .and_then(|e| str_field(e, "content"))
             .map(str::to_string);
         let first = from_history
             .or_else(|| run_id.and_then(|r| runs.lock().get(r).cloned()))
@@ -111,57 +101,51 @@ async fn handle(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::testing::{options, start};
+    use crate::sample::testing::Agent;
 
-    async fn turn(base: &str, body: Value) -> (u16, Value) {
-        let resp = reqwest::Client::new()
-            .post(format!("{base}/execute_task"))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        (resp.status().as_u16(), resp.json().await.unwrap())
+    async fn turn(agent: &Agent, body: Value) -> (u16, Value) {
+        agent.post_json("/execute_task", body).await
     }
 
     #[tokio::test]
     async fn turn_one_answers_by_mode() {
-        let base = start(|l| serve(l, options())).await;
+        let agent = Agent::start(serve).await;
         let t1 = |text: &str| {
             json!({"task_description": text, "turn": 1,
                                       "conversation_history": [{"role": "user", "content": text}]})
         };
         assert_eq!(
-            turn(&base, t1("check tier")).await,
+            turn(&agent, t1("check tier")).await,
             (
                 200,
                 json!({"action": "final_answer", "summary": "CHECK TIER"})
             )
         );
         assert_eq!(
-            turn(&base, t1("x mode:input")).await.1,
+            turn(&agent, t1("x mode:input")).await.1,
             json!({"action": "hitl_pause", "reason": "Please provide more"})
         );
         assert_eq!(
-            turn(&base, t1("x mode:fail")).await.1,
+            turn(&agent, t1("x mode:fail")).await.1,
             json!({"action": "error", "message": "the agent failed on purpose"})
         );
         assert_eq!(
-            turn(&base, t1("find mode:tool")).await.1,
+            turn(&agent, t1("find mode:tool")).await.1,
             json!({"action": "call_tool", "tool_name": "lookup", "tool_params": {"q": "find mode:tool"}})
         );
         // AgentV sends only the task description.
         assert_eq!(
-            turn(&base, json!({"task_description": "hi"})).await.1["summary"],
+            turn(&agent, json!({"task_description": "hi"})).await.1["summary"],
             "HI"
         );
     }
 
     #[tokio::test]
     async fn a_later_turn_finishes_with_the_first_task_and_the_reply() {
-        let base = start(|l| serve(l, options())).await;
+        let agent = Agent::start(serve).await;
         let first = "look it up mode:tool";
         let (_, action) = turn(
-            &base,
+            &agent,
             json!({"task_description": first, "turn": 1, "run_id": "r-1"}),
         )
         .await;
@@ -171,28 +155,30 @@ mod tests {
             {"role": "user", "content": first}, {"role": "agent", "content": action}]});
         let expected = format!("LOOK IT UP MODE:TOOL {reply}");
         assert_eq!(
-            turn(&base, with_history).await.1,
+            turn(&agent, with_history).await.1,
             json!({"action": "final_answer", "summary": expected})
         );
         let by_run = json!({"task_description": reply, "turn": 2, "run_id": "r-1"});
-        assert_eq!(turn(&base, by_run).await.1["summary"], expected);
+        assert_eq!(turn(&agent, by_run).await.1["summary"], expected);
     }
 
     #[tokio::test]
     async fn health_check_and_errors() {
-        let base = start(|l| serve(l, options())).await;
+        let agent = Agent::start(serve).await;
         assert_eq!(
-            turn(&base, json!({"task_description": "health_check"})).await,
+            turn(&agent, json!({"task_description": "health_check"})).await,
             (200, json!({"action": "final_answer", "summary": "ok"}))
         );
         assert_eq!(
-            turn(&base, json!({"turn": 1})).await,
+            turn(&agent, json!({"turn": 1})).await,
             (
                 400,
                 json!({"error": "Missing 'task_description' in request body"})
             )
         );
-        let resp = reqwest::get(format!("{base}/nope")).await.unwrap();
-        assert_eq!(resp.status(), 404);
+        assert_eq!(
+            agent.get_json("/nope").await,
+            (404, json!({"error": "Not Found"}))
+        );
     }
 }

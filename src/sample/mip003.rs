@@ -1,7 +1,8 @@
 //! A sample MIP-003 agent (the endpoints of the masumi reference server).
 //!
 //! Timeline of a job taking `work`: `awaiting_payment` for the first quarter, `running`, then
-//! `completed` (the result is the input `text` upper-cased) or `failed` (mode `fail`). With mode
+//! `completed` (the result is the input `text` upper-cased) or `failed` (mode `fail`: `input_data.mode`,
+//! or `mode:fail` / `mode:input` in the text when there is no `mode`). With mode
 //! `input` the job stops halfway in `awaiting_input`, asking for a field `more`, and finishes half
 //! a `work` after the input arrives, with `more` appended to the result.
 
@@ -116,7 +117,7 @@ fn handle(jobs: &Mutex<HashMap<String, Job>>, o: &Options, call: Call) -> (Statu
                 Job {
                     purchaser: purchaser.to_string(),
                     text: text.to_string(),
-                    mode: Mode::from_value(input.get("mode")),
+                    mode: Mode::from_value_or_text(input.get("mode"), text),
                     started: Instant::now(),
                     input: None,
                 },

@@ -35,7 +35,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -65,6 +65,19 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// How often a waiting agent looks at a job again: short, so that blocking answers and event
+    /// streams see each state change promptly.
+    fn poll_step(&self) -> Duration {
+        (self.work / 20).clamp(Duration::from_millis(5), Duration::from_millis(50))
+    }
+
+    /// The longest a blocking answer or an event stream waits for a job to settle.
+    fn patience(&self) -> Duration {
+        self.work * 4
+    }
+}
+
 /// What a job is asked to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -82,6 +95,14 @@ impl Mode {
         }
     }
 
+    /// The mode a structured `mode` field asks for, else the one its text asks for.
+    pub fn from_value_or_text(v: Option<&Value>, text: &str) -> Mode {
+        match v {
+            Some(_) => Mode::from_value(v),
+            None => Mode::from_text(text),
+        }
+    }
+
     /// The mode a free text asks for: `Fail` if it contains `mode:fail`, else `Input` if it
     /// contains `mode:input`, else `Ok`.
     pub fn from_text(text: &str) -> Mode {
@@ -93,6 +114,11 @@ impl Mode {
             Mode::Ok
         }
     }
+}
+
+/// The string at `key` of a JSON object; `None` when it is absent or not a string.
+fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
 }
 
 /// A request as the agents see it.
@@ -146,12 +172,51 @@ impl Reply {
         let (tx, rx) = mpsc::channel(16);
         (tx, Reply::Sse(rx))
     }
+
+    /// An event stream that follows a job by polling it every [`Options::poll_step`]: each time,
+    /// `poll` answers the events to send now (each value one event, as JSON) and whether they are
+    /// the last, or `None` to end at once. The stream also ends when the client leaves, and
+    /// after [`Options::patience`] whatever the job does.
+    fn polled<P>(o: Options, mut poll: P) -> Reply
+    where
+        P: FnMut() -> Option<(Vec<Value>, bool)> + Send + 'static,
+    {
+        let (tx, reply) = Reply::sse_channel();
+        tokio::spawn(async move {
+            let deadline = Instant::now() + o.patience();
+            while let Some((events, last)) = poll() {
+                for e in events {
+                    if tx.send(e.to_string()).await.is_err() {
+                        return;
+                    }
+                }
+                if last || Instant::now() >= deadline {
+                    return;
+                }
+                tokio::time::sleep(o.poll_step()).await;
+            }
+        });
+        reply
+    }
 }
 
 impl From<(StatusCode, Value)> for Reply {
     fn from((status, body): (StatusCode, Value)) -> Reply {
         Reply::Json(status, body)
     }
+}
+
+/// Serves `handler` like [`serve`], handing each call a state shared by all calls (first
+/// `S::default()`) and the options.
+async fn serve_with_state<S, H, F, R>(listener: TcpListener, options: Options, handler: H)
+where
+    S: Default + Send + Sync + 'static,
+    H: Fn(Arc<S>, Options, Call) -> F + Send + Sync + 'static,
+    F: Future<Output = R> + Send + 'static,
+    R: Into<Reply>,
+{
+    let state = Arc::new(S::default());
+    serve(listener, move |call| handler(state.clone(), options, call)).await;
 }
 
 /// Serves `handler` on `listener` until the task is dropped.

@@ -28,7 +28,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use chrono::Utc;
 use hyper::{Method, StatusCode};
@@ -36,7 +36,7 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
-use super::{Call, Mode, Options, Reply};
+use super::{str_field, Call, Mode, Options, Reply};
 
 const SCHEMA: &str = "https://docs.near.ai/protocols/v1/agent_protocol.schema.json";
 const FAILURE: &str = "the agent failed on purpose";
@@ -151,6 +151,17 @@ struct Thread {
     runs: Vec<String>,
 }
 
+impl Thread {
+    /// Posts each message of `list` (a JSON array; absent: none) in order, up to the first one
+    /// refused; `Err` is that refusal.
+    fn post_all(&mut self, list: Option<&Value>) -> Result<(), Reply> {
+        for m in list.and_then(Value::as_array).into_iter().flatten() {
+            self.messages.push(new_message(m)?);
+        }
+        Ok(())
+    }
+}
+
 #[derive(Default)]
 struct Hub {
     threads: HashMap<String, Thread>,
@@ -158,6 +169,26 @@ struct Hub {
 }
 
 impl Hub {
+    /// The thread `id`; `Err`: the 404 refusal.
+    fn thread(&self, id: &str) -> Result<&Thread, Reply> {
+        self.threads.get(id).ok_or_else(thread_not_found)
+    }
+
+    /// The thread `id`, to change; `Err`: the 404 refusal.
+    fn thread_mut(&mut self, id: &str) -> Result<&mut Thread, Reply> {
+        self.threads.get_mut(id).ok_or_else(thread_not_found)
+    }
+
+    /// The run `run_id` of the thread `thread_id`; `Err`: the 404 refusal naming whichever is
+    /// unknown, the thread first.
+    fn run(&self, thread_id: &str, run_id: &str) -> Result<&Run, Reply> {
+        self.thread(thread_id)?;
+        self.runs
+            .get(run_id)
+            .filter(|r| r.thread_id == thread_id)
+            .ok_or_else(|| detail(StatusCode::NOT_FOUND, "Run not found"))
+    }
+
     /// Every message of the thread at `now`, oldest first: those posted, and those its runs
     /// have posted.
     fn messages(&self, o: &Options, thread: &Thread, now: Instant) -> Vec<(Message, Option<&Run>)> {
@@ -219,6 +250,15 @@ fn detail(status: StatusCode, message: &str) -> Reply {
     Reply::Json(status, json!({"detail": message}))
 }
 
+fn thread_not_found() -> Reply {
+    detail(StatusCode::NOT_FOUND, "Thread not found")
+}
+
+/// A body's `metadata`; `{}` when it has none.
+fn metadata(body: &Value) -> Value {
+    body.get("metadata").cloned().unwrap_or(json!({}))
+}
+
 /// FastAPI's answer to a missing body field.
 fn missing(field: &str, body: &Value) -> Reply {
     Reply::Json(
@@ -235,10 +275,7 @@ fn content_text(content: &Value) -> Option<String> {
             parts
                 .iter()
                 .filter_map(|p| p.get("text"))
-                .filter_map(|t| {
-                    t.as_str()
-                        .or_else(|| t.get("value").and_then(Value::as_str))
-                })
+                .filter_map(|t| t.as_str().or_else(|| str_field(t, "value")))
                 .collect::<Vec<_>>()
                 .join(" "),
         ),
@@ -248,7 +285,7 @@ fn content_text(content: &Value) -> Option<String> {
 
 /// Reads a message to post; `Err` is the reply refusing it.
 fn new_message(body: &Value) -> Result<Message, Reply> {
-    let role = match body.get("role").and_then(Value::as_str) {
+    let role = match str_field(body, "role") {
         Some(r @ ("user" | "assistant")) => r,
         Some(_) => {
             return Err(detail(
@@ -268,7 +305,7 @@ fn new_message(body: &Value) -> Result<Message, Reply> {
         created_at: Utc::now().timestamp(),
         role: role.into(),
         text,
-        metadata: body.get("metadata").cloned().unwrap_or(json!({})),
+        metadata: metadata(body),
     })
 }
 
@@ -292,10 +329,20 @@ pub async fn serve(listener: TcpListener, options: Options) {
 
 impl Agent {
     fn handle(self: Arc<Self>, call: Call) -> Reply {
+        match self.route(&call) {
+            Ok(reply) | Err(reply) => reply,
+        }
+    }
+
+    /// The answer to `call`; `Err` is a refusal (an unknown thread or run, a bad body).
+    fn route(self: Arc<Self>, call: &Call) -> Result<Reply, Reply> {
         let body = match &call.body {
             Some(Ok(v)) => v.clone(),
             Some(Err(e)) => {
-                return detail(StatusCode::BAD_REQUEST, &format!("JSON decode error: {e}"))
+                return Err(detail(
+                    StatusCode::BAD_REQUEST,
+                    &format!("JSON decode error: {e}"),
+                ))
             }
             None => json!({}),
         };
@@ -308,46 +355,28 @@ impl Agent {
                 let mut thread = Thread {
                     id: new_id("thread"),
                     created_at: Utc::now().timestamp(),
-                    metadata: body.get("metadata").cloned().unwrap_or(json!({})),
+                    metadata: metadata(&body),
                     messages: Vec::new(),
                     runs: Vec::new(),
                 };
-                for m in body
-                    .get("messages")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    match new_message(m) {
-                        Ok(m) => thread.messages.push(m),
-                        Err(reply) => return reply,
-                    }
-                }
+                thread.post_all(body.get("messages"))?;
                 let rendered = render_thread(&thread);
                 hub.threads.insert(thread.id.clone(), thread);
-                Reply::Json(StatusCode::OK, rendered)
+                Ok(Reply::Json(StatusCode::OK, rendered))
             }
-            (&Method::GET, ["v1", "threads", thread_id]) => match hub.threads.get(*thread_id) {
-                Some(t) => Reply::Json(StatusCode::OK, render_thread(t)),
-                None => detail(StatusCode::NOT_FOUND, "Thread not found"),
-            },
+            (&Method::GET, ["v1", "threads", thread_id]) => Ok(Reply::Json(
+                StatusCode::OK,
+                render_thread(hub.thread(thread_id)?),
+            )),
             (&Method::POST, ["v1", "threads", thread_id, "messages"]) => {
-                let Some(thread) = hub.threads.get_mut(*thread_id) else {
-                    return detail(StatusCode::NOT_FOUND, "Thread not found");
-                };
-                match new_message(&body) {
-                    Ok(m) => {
-                        let rendered = render_message(&m, thread_id, None);
-                        thread.messages.push(m);
-                        Reply::Json(StatusCode::OK, rendered)
-                    }
-                    Err(reply) => reply,
-                }
+                let thread = hub.thread_mut(thread_id)?;
+                let m = new_message(&body)?;
+                let rendered = render_message(&m, thread_id, None);
+                thread.messages.push(m);
+                Ok(Reply::Json(StatusCode::OK, rendered))
             }
             (&Method::GET, ["v1", "threads", thread_id, "messages"]) => {
-                let Some(thread) = hub.threads.get(*thread_id) else {
-                    return detail(StatusCode::NOT_FOUND, "Thread not found");
-                };
+                let thread = hub.thread(thread_id)?;
                 let mut all: Vec<Value> = hub
                     .messages(o, thread, now)
                     .iter()
@@ -371,209 +400,148 @@ impl Agent {
                 let has_more = end - start > page.len();
                 let first_id = page.first().map(|m| m["id"].clone());
                 let last_id = page.last().map(|m| m["id"].clone());
-                Reply::Json(
+                Ok(Reply::Json(
                     StatusCode::OK,
                     json!({"object": "list", "data": page, "has_more": has_more,
                            "first_id": first_id, "last_id": last_id}),
-                )
+                ))
             }
             (&Method::POST, ["v1", "threads", thread_id, "runs"]) => {
-                let Some(assistant_id) = body.get("assistant_id").and_then(Value::as_str) else {
-                    return missing("assistant_id", &body);
-                };
-                let Some(thread) = hub.threads.get_mut(*thread_id) else {
-                    return detail(StatusCode::NOT_FOUND, "Thread not found");
-                };
-                for m in body
-                    .get("additional_messages")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    match new_message(m) {
-                        Ok(m) => thread.messages.push(m),
-                        Err(reply) => return reply,
-                    }
-                }
-                let thread = &hub.threads[*thread_id];
+                let assistant_id = str_field(&body, "assistant_id")
+                    .ok_or_else(|| missing("assistant_id", &body))?;
+                hub.thread_mut(thread_id)?
+                    .post_all(body.get("additional_messages"))?;
                 let run = Run {
                     id: new_id("run"),
                     thread_id: thread_id.to_string(),
                     assistant_id: assistant_id.to_string(),
                     instructions: body.get("instructions").cloned().unwrap_or(Value::Null),
-                    metadata: body.get("metadata").cloned().unwrap_or(json!({})),
+                    metadata: metadata(&body),
                     started: now,
                     created_at: Utc::now().timestamp(),
-                    outcome: hub.plan(o, thread, now),
+                    outcome: hub.plan(o, hub.thread(thread_id)?, now),
                     message_id: new_id("msg"),
                 };
                 let run_id = run.id.clone();
                 let rendered = run.render(o, now);
                 hub.runs.insert(run_id.clone(), run);
-                if let Some(t) = hub.threads.get_mut(*thread_id) {
-                    t.runs.push(run_id.clone());
-                }
+                hub.thread_mut(thread_id)?.runs.push(run_id.clone());
                 drop(hub);
                 if body.get("stream") == Some(&json!(true)) {
-                    self.stream(run_id, true)
+                    Ok(self.stream(run_id, true))
                 } else {
-                    Reply::Json(StatusCode::OK, rendered)
+                    Ok(Reply::Json(StatusCode::OK, rendered))
                 }
             }
             (&Method::GET, ["v1", "threads", thread_id, verb @ ("runs" | "stream"), run_id]) => {
-                if !hub.threads.contains_key(*thread_id) {
-                    return detail(StatusCode::NOT_FOUND, "Thread not found");
-                }
-                let Some(run) = hub.runs.get(*run_id).filter(|r| r.thread_id == *thread_id) else {
-                    return detail(StatusCode::NOT_FOUND, "Run not found");
-                };
+                let run = hub.run(thread_id, run_id)?;
                 if *verb == "runs" {
-                    return Reply::Json(StatusCode::OK, run.render(o, now));
+                    return Ok(Reply::Json(StatusCode::OK, run.render(o, now)));
                 }
                 drop(hub);
-                self.stream(run_id.to_string(), false)
+                Ok(self.stream(run_id.to_string(), false))
             }
-            _ => detail(StatusCode::NOT_FOUND, "Not Found"),
+            _ => Err(detail(StatusCode::NOT_FOUND, "Not Found")),
         }
     }
 
     /// The run's events as they happen, from `thread.run.created` when `fresh`, else from its
     /// current status; the stream ends after the terminal event.
     fn stream(self: Arc<Self>, run_id: String, fresh: bool) -> Reply {
-        let (tx, reply) = Reply::sse_channel();
-        tokio::spawn(async move {
-            let o = self.options;
-            let step = (o.work / 20).clamp(Duration::from_millis(5), Duration::from_millis(50));
-            let deadline = Instant::now() + o.work * 4;
-            let mut last: Option<&'static str> = None;
-            loop {
-                let events = {
-                    let hub = self.hub.lock();
-                    let Some(run) = hub.runs.get(&run_id) else {
-                        return;
-                    };
-                    let now = Instant::now();
-                    let (status, _) = run.status(&o, now);
-                    let mut events = Vec::new();
-                    if last.is_none() && fresh {
-                        events.push(
-                            json!({"event": "thread.run.created", "data": run.render(&o, now)}),
-                        );
-                    }
-                    if last != Some(status) {
-                        if let Some(m) = run.message(&o, now) {
-                            let m = render_message(&m, &run.thread_id, Some(run));
-                            events.push(json!({"event": "thread.message.created", "data": m}));
-                            events.push(json!({"event": "thread.message.completed", "data": m}));
-                        }
-                        events.push(json!({"event": format!("thread.run.{status}"), "data": run.render(&o, now)}));
-                        last = Some(status);
-                    }
-                    events
-                };
-                for e in events {
-                    if tx.send(e.to_string()).await.is_err() {
-                        return;
-                    }
-                }
-                if matches!(last, Some("completed" | "failed")) || Instant::now() >= deadline {
-                    return;
-                }
-                tokio::time::sleep(step).await;
+        let o = self.options;
+        let mut last: Option<&'static str> = None;
+        Reply::polled(o, move || {
+            let hub = self.hub.lock();
+            let run = hub.runs.get(&run_id)?;
+            let now = Instant::now();
+            let (status, _) = run.status(&o, now);
+            let mut events = Vec::new();
+            if last.is_none() && fresh {
+                events.push(json!({"event": "thread.run.created", "data": run.render(&o, now)}));
             }
-        });
-        reply
+            if last != Some(status) {
+                if let Some(m) = run.message(&o, now) {
+                    let m = render_message(&m, &run.thread_id, Some(run));
+                    events.push(json!({"event": "thread.message.created", "data": m}));
+                    events.push(json!({"event": "thread.message.completed", "data": m}));
+                }
+                events.push(
+                    json!({"event": format!("thread.run.{status}"), "data": run.render(&o, now)}),
+                );
+                last = Some(status);
+            }
+            Some((events, matches!(status, "completed" | "failed")))
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::testing::{eventually, options, start, Events};
+    use crate::sample::testing::{eventually, Agent, Events};
 
-    struct Client {
-        http: reqwest::Client,
-        base: String,
+    /// Creates a thread from `body`; its id.
+    async fn new_thread(agent: &Agent, body: Value) -> String {
+        let (s, thread) = agent.post_json("/v1/threads", body).await;
+        assert_eq!(s, 200, "{thread}");
+        let id = thread["id"].as_str().unwrap();
+        assert!(id.starts_with("thread_"), "{id}");
+        id.to_string()
     }
 
-    impl Client {
-        async fn new() -> Client {
-            Client {
-                http: reqwest::Client::new(),
-                base: start(|l| serve(l, options())).await,
-            }
-        }
+    /// Starts a run on the thread and waits until it ends; the run, `completed` or `failed`.
+    async fn run_to_end(agent: &Agent, thread: &str) -> Value {
+        let (s, run) = agent
+            .post_json(
+                &format!("/v1/threads/{thread}/runs"),
+                json!({"assistant_id": "near-ai-agents.near/assistant/latest"}),
+            )
+            .await;
+        assert_eq!(s, 200, "{run}");
+        assert_eq!(run["status"], "queued");
+        let path = format!("/v1/threads/{thread}/runs/{}", run["id"].as_str().unwrap());
+        eventually("the run to end", || async {
+            let (_, r) = agent.get_json(&path).await;
+            matches!(r["status"].as_str(), Some("completed" | "failed")).then_some(r)
+        })
+        .await
+    }
 
-        async fn post(&self, path: &str, body: Value) -> (u16, Value) {
-            let resp = self
-                .http
-                .post(format!("{}{path}", self.base))
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            (resp.status().as_u16(), resp.json().await.unwrap())
-        }
+    /// Posts a user message, then runs the thread to its end; the run.
+    async fn turn(agent: &Agent, thread: &str, text: &str) -> Value {
+        let (s, _) = agent
+            .post_json(
+                &format!("/v1/threads/{thread}/messages"),
+                json!({"role": "user", "content": text}),
+            )
+            .await;
+        assert_eq!(s, 200);
+        run_to_end(agent, thread).await
+    }
 
-        async fn get(&self, path: &str) -> (u16, Value) {
-            let resp = self
-                .http
-                .get(format!("{}{path}", self.base))
-                .send()
-                .await
-                .unwrap();
-            (resp.status().as_u16(), resp.json().await.unwrap())
-        }
-
-        /// Posts a user message, starts a run, and waits until the run ends.
-        async fn turn(&self, thread: &str, text: &str) -> Value {
-            let (s, _) = self
-                .post(
-                    &format!("/v1/threads/{thread}/messages"),
-                    json!({"role": "user", "content": text}),
-                )
-                .await;
-            assert_eq!(s, 200);
-            let (s, run) = self
-                .post(
-                    &format!("/v1/threads/{thread}/runs"),
-                    json!({"assistant_id": "near-ai-agents.near/assistant/latest"}),
-                )
-                .await;
-            assert_eq!(s, 200);
-            assert_eq!(run["status"], "queued");
-            let path = format!("/v1/threads/{thread}/runs/{}", run["id"].as_str().unwrap());
-            eventually("the run to end", || async {
-                let (_, r) = self.get(&path).await;
-                matches!(r["status"].as_str(), Some("completed" | "failed")).then_some(r)
-            })
-            .await
-        }
-
-        async fn newest_text(&self, thread: &str) -> String {
-            let (_, list) = self
-                .get(&format!("/v1/threads/{thread}/messages?order=desc&limit=1"))
-                .await;
-            assert_eq!(list["data"][0]["role"], "assistant");
-            list["data"][0]["content"][0]["text"]["value"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        }
+    /// The text of the thread's newest message, which must be the assistant's.
+    async fn newest_text(agent: &Agent, thread: &str) -> String {
+        let (_, list) = agent
+            .get_json(&format!("/v1/threads/{thread}/messages?order=desc&limit=1"))
+            .await;
+        assert_eq!(list["data"][0]["role"], "assistant");
+        list["data"][0]["content"][0]["text"]["value"]
+            .as_str()
+            .unwrap()
+            .to_string()
     }
 
     #[tokio::test]
     async fn a_run_completes_and_posts_the_upper_cased_answer() {
-        let c = Client::new().await;
-        let (s, thread) = c.post("/v1/threads", json!({})).await;
-        assert_eq!(s, 200);
-        assert!(thread["id"].as_str().unwrap().starts_with("thread_"));
-        let id = thread["id"].as_str().unwrap();
-        let run = c.turn(id, "hello near").await;
+        let agent = Agent::start(serve).await;
+        let id = new_thread(&agent, json!({})).await;
+        let run = turn(&agent, &id, "hello near").await;
         assert_eq!(run["status"], "completed", "{run}");
         assert!(run["completed_at"].is_i64() && run["started_at"].is_i64());
-        assert_eq!(c.newest_text(id).await, "HELLO NEAR");
-        let (_, list) = c.get(&format!("/v1/threads/{id}/messages?order=asc")).await;
+        assert_eq!(newest_text(&agent, &id).await, "HELLO NEAR");
+        let (_, list) = agent
+            .get_json(&format!("/v1/threads/{id}/messages?order=asc"))
+            .await;
         let roles: Vec<&Value> = list["data"]
             .as_array()
             .unwrap()
@@ -588,46 +556,37 @@ mod tests {
 
     #[tokio::test]
     async fn mode_input_asks_with_request_data_and_a_new_run_finishes() {
-        let c = Client::new().await;
-        let (_, thread) = c
-            .post(
-                "/v1/threads",
-                json!({"messages": [{"role": "user", "content": "ship it mode:input"}]}),
-            )
-            .await;
-        let id = thread["id"].as_str().unwrap();
-        let (_, run) = c
-            .post(
-                &format!("/v1/threads/{id}/runs"),
-                json!({"assistant_id": "a"}),
-            )
-            .await;
-        let path = format!("/v1/threads/{id}/runs/{}", run["id"].as_str().unwrap());
-        eventually("completed", || async {
-            (c.get(&path).await.1["status"] == "completed").then_some(())
-        })
+        let agent = Agent::start(serve).await;
+        let id = new_thread(
+            &agent,
+            json!({"messages": [{"role": "user", "content": "ship it mode:input"}]}),
+        )
         .await;
-        let asked: Value = serde_json::from_str(&c.newest_text(id).await).unwrap();
+        let run = run_to_end(&agent, &id).await;
+        assert_eq!(run["status"], "completed", "{run}");
+        let asked: Value = serde_json::from_str(&newest_text(&agent, &id).await).unwrap();
         assert_eq!(asked, request_data());
         assert_eq!(asked["json"]["request_data"]["fields"][0]["name"], "more");
-        let run = c.turn(id, "to Berlin").await;
+        let run = turn(&agent, &id, "to Berlin").await;
         assert_eq!(run["status"], "completed");
-        assert_eq!(c.newest_text(id).await, "SHIP IT MODE:INPUT to Berlin");
+        assert_eq!(
+            newest_text(&agent, &id).await,
+            "SHIP IT MODE:INPUT to Berlin"
+        );
     }
 
     #[tokio::test]
     async fn mode_fail_ends_the_run_failed_with_last_error() {
-        let c = Client::new().await;
-        let (_, thread) = c.post("/v1/threads", json!({})).await;
-        let id = thread["id"].as_str().unwrap();
-        let run = c.turn(id, "x mode:fail").await;
+        let agent = Agent::start(serve).await;
+        let id = new_thread(&agent, json!({})).await;
+        let run = turn(&agent, &id, "x mode:fail").await;
         assert_eq!(run["status"], "failed");
         assert_eq!(
             run["last_error"],
             json!({"code": "server_error", "message": FAILURE})
         );
         assert!(run["failed_at"].is_i64());
-        let (_, list) = c.get(&format!("/v1/threads/{id}/messages")).await;
+        let (_, list) = agent.get_json(&format!("/v1/threads/{id}/messages")).await;
         assert_eq!(
             list["data"].as_array().unwrap().len(),
             1,
@@ -637,21 +596,18 @@ mod tests {
 
     #[tokio::test]
     async fn a_streamed_run_sends_events_with_the_name_inside_the_json() {
-        let c = Client::new().await;
-        let (_, thread) = c
+        let agent = Agent::start(serve).await;
+        let id = new_thread(
+            &agent,
+            json!({"messages": [{"role": "user", "content": "stream"}]}),
+        )
+        .await;
+        let resp = agent
             .post(
-                "/v1/threads",
-                json!({"messages": [{"role": "user", "content": "stream"}]}),
+                &format!("/v1/threads/{id}/runs"),
+                json!({"assistant_id": "a", "stream": true}),
             )
             .await;
-        let id = thread["id"].as_str().unwrap();
-        let resp = c
-            .http
-            .post(format!("{}/v1/threads/{id}/runs", c.base))
-            .json(&json!({"assistant_id": "a", "stream": true}))
-            .send()
-            .await
-            .unwrap();
         let events = Events::new(resp).rest_json().await;
         let names: Vec<&str> = events
             .iter()
@@ -673,40 +629,32 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_threads_and_runs_are_404_and_bad_bodies_are_refused() {
-        let c = Client::new().await;
+        let agent = Agent::start(serve).await;
         assert_eq!(
-            c.get("/v1/threads/thread_x/messages").await,
+            agent.get_json("/v1/threads/thread_x/messages").await,
             (404, json!({"detail": "Thread not found"}))
         );
-        let (_, thread) = c.post("/v1/threads", json!({})).await;
-        let id = thread["id"].as_str().unwrap();
+        let id = new_thread(&agent, json!({})).await;
         assert_eq!(
-            c.get(&format!("/v1/threads/{id}/runs/run_x")).await,
+            agent
+                .get_json(&format!("/v1/threads/{id}/runs/run_x"))
+                .await,
             (404, json!({"detail": "Run not found"}))
         );
-        let (s, _) = c
-            .post(
+        let (s, _) = agent
+            .post_json(
                 &format!("/v1/threads/{id}/messages"),
                 json!({"role": "system", "content": "x"}),
             )
             .await;
         assert_eq!(s, 400);
-        let (s, v) = c.post(&format!("/v1/threads/{id}/runs"), json!({})).await;
+        let (s, v) = agent
+            .post_json(&format!("/v1/threads/{id}/runs"), json!({}))
+            .await;
         assert_eq!(s, 422);
         assert_eq!(v["detail"][0]["loc"], json!(["body", "assistant_id"]));
-        let (s, run) = c
-            .post(
-                &format!("/v1/threads/{id}/runs"),
-                json!({"assistant_id": "a"}),
-            )
-            .await;
-        assert_eq!(s, 200);
-        let path = format!("/v1/threads/{id}/runs/{}", run["id"].as_str().unwrap());
-        let failed = eventually("failed", || async {
-            let r = c.get(&path).await.1;
-            (r["status"] == "failed").then_some(r)
-        })
-        .await;
+        let failed = run_to_end(&agent, &id).await;
+        assert_eq!(failed["status"], "failed", "{failed}");
         assert_eq!(
             failed["last_error"]["code"], "invalid_prompt",
             "a thread without a user message"

@@ -217,7 +217,7 @@ fn handle(tasks: &Mutex<HashMap<String, Task>>, o: &Options, call: Call) -> (Sta
                     .unwrap_or("")
                     .to_string(),
                 query: query.to_string(),
-                mode: Mode::from_value(additional.get("mode")),
+                mode: Mode::from_value_or_text(additional.get("mode"), query),
                 additional,
                 started: Instant::now(),
                 created: Utc::now(),

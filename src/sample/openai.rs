@@ -16,7 +16,7 @@ use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
-use super::{Call, Mode, Options, Reply};
+use super::{str_field, Call, Mode, Options, Reply};
 
 /// The answer to a first message asking for input.
 const ASK: &str = "Please provide more";
@@ -52,7 +52,7 @@ fn text_of(message: &Value) -> String {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Array(parts)) => parts
             .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .filter_map(|p| str_field(p, "text"))
             .collect::<Vec<_>>()
             .join(" "),
         _ => String::new(),
@@ -61,12 +61,7 @@ fn text_of(message: &Value) -> String {
 
 /// The answer to a conversation, or `None` when the conversation asks to fail.
 fn answer(messages: &[Value]) -> Option<String> {
-    let role = |m: &Value| {
-        m.get("role")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
+    let role = |m: &Value| str_field(m, "role").unwrap_or_default().to_string();
     let first = messages.iter().position(|m| role(m) == "user");
     let first_text = first.map(|i| text_of(&messages[i])).unwrap_or_default();
     let last_text = messages
@@ -131,7 +126,7 @@ async fn complete(o: &Options, call: &Call) -> Reply {
             )
         }
     };
-    let Some(model) = body.get("model").and_then(Value::as_str) else {
+    let Some(model) = str_field(body, "model") else {
         return invalid("you must provide a model parameter", None, None);
     };
     let Some(messages) = body.get("messages").and_then(Value::as_array) else {
@@ -220,11 +215,12 @@ async fn complete(o: &Options, call: &Call) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::testing::{options, start, Events};
+    use crate::sample::testing::{Agent, Events};
 
-    async fn post(base: &str, body: Value) -> reqwest::Response {
-        reqwest::Client::new()
-            .post(format!("{base}/v1/chat/completions"))
+    async fn post(agent: &Agent, body: Value) -> reqwest::Response {
+        agent
+            .http
+            .post(agent.url("/v1/chat/completions"))
             .bearer_auth("sk-anything")
             .json(&body)
             .send()
@@ -234,8 +230,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_completion_upper_cases_the_last_user_message() {
-        let base = start(|l| serve(l, options())).await;
-        let resp = post(&base, json!({"model": "m-1", "messages": [
+        let agent = Agent::start(serve).await;
+        let resp = post(&agent, json!({"model": "m-1", "messages": [
             {"role": "system", "content": "You are helpful."},
             {"role": "user", "content": [{"type": "text", "text": "Hello"}, {"type": "text", "text": "there"}]}
         ]}))
@@ -258,16 +254,16 @@ mod tests {
 
     #[tokio::test]
     async fn mode_input_asks_first_and_answers_the_replayed_conversation() {
-        let base = start(|l| serve(l, options())).await;
+        let agent = Agent::start(serve).await;
         let first = json!({"role": "user", "content": "plan a trip mode:input"});
-        let v: Value = post(&base, json!({"model": MODEL, "messages": [first]}))
+        let v: Value = post(&agent, json!({"model": MODEL, "messages": [first]}))
             .await
             .json()
             .await
             .unwrap();
         assert_eq!(v["choices"][0]["message"]["content"], ASK);
         let v: Value = post(
-            &base,
+            &agent,
             json!({"model": MODEL, "messages": [
                 first, {"role": "assistant", "content": ASK}, {"role": "user", "content": "to Rome"}
             ]}),
@@ -284,9 +280,9 @@ mod tests {
 
     #[tokio::test]
     async fn mode_fail_and_bad_requests_answer_in_openai_error_shape() {
-        let base = start(|l| serve(l, options())).await;
+        let agent = Agent::start(serve).await;
         let resp = post(
-            &base,
+            &agent,
             json!({"model": MODEL, "messages": [{"role": "user", "content": "x mode:fail"}]}),
         )
         .await;
@@ -296,7 +292,7 @@ mod tests {
             v,
             json!({"error": {"message": "the agent failed on purpose", "type": "server_error", "param": null, "code": null}})
         );
-        let resp = post(&base, json!({"model": MODEL})).await;
+        let resp = post(&agent, json!({"model": MODEL})).await;
         assert_eq!(resp.status(), 400);
         let v: Value = resp.json().await.unwrap();
         assert_eq!(v["error"]["param"], "messages");
@@ -305,9 +301,9 @@ mod tests {
 
     #[tokio::test]
     async fn streaming_sends_chunks_then_done() {
-        let base = start(|l| serve(l, options())).await;
+        let agent = Agent::start(serve).await;
         let resp = post(
-            &base,
+            &agent,
             json!({"model": MODEL, "stream": true, "stream_options": {"include_usage": true},
                                       "messages": [{"role": "user", "content": "one two three"}]}),
         )
@@ -348,13 +344,8 @@ mod tests {
 
     #[tokio::test]
     async fn models_lists_one_model() {
-        let base = start(|l| serve(l, options())).await;
-        let v: Value = reqwest::get(format!("{base}/v1/models"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let agent = Agent::start(serve).await;
+        let (_, v) = agent.get_json("/v1/models").await;
         assert_eq!(v["object"], "list");
         assert_eq!(v["data"][0]["id"], MODEL);
     }

@@ -1,5 +1,6 @@
-//! What the sample agents' tests share: an agent on a free port, polling with a deadline, and an
-//! event-stream reader. Nothing here sleeps to synchronise; every wait has a deadline.
+//! What the sample agents' tests share: an agent on a free port with a client to call it,
+//! polling with a deadline, and an event-stream reader. Nothing here sleeps to synchronise; every
+//! wait has a deadline.
 
 use std::future::Future;
 use std::time::Duration;
@@ -11,26 +12,62 @@ use tokio::time::{timeout, Instant};
 use super::Options;
 
 /// A short job, so that a whole lifecycle runs in well under a second.
-pub const WORK: Duration = Duration::from_millis(200);
+const WORK: Duration = Duration::from_millis(200);
 
 /// How long any single wait in a test may take before the test fails.
 const DEADLINE: Duration = Duration::from_secs(10);
 
-/// The options the tests run agents with.
-pub fn options() -> Options {
-    Options { work: WORK }
+/// A sample agent serving on `127.0.0.1:0` for one test, and a client to call it.
+pub struct Agent {
+    /// `http://127.0.0.1:<port>`
+    pub base: String,
+    pub http: reqwest::Client,
 }
 
-/// Starts an agent on `127.0.0.1:0` and returns its base URL (`http://127.0.0.1:<port>`).
-pub async fn start<S, F>(serve: S) -> String
-where
-    S: FnOnce(TcpListener) -> F,
-    F: Future<Output = ()> + Send + 'static,
-{
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(serve(listener));
-    format!("http://{addr}")
+impl Agent {
+    /// Starts `serve` (an agent module's `serve`) with a job time of [`WORK`].
+    pub async fn start<S, F>(serve: S) -> Agent
+    where
+        S: FnOnce(TcpListener, Options) -> F,
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(serve(listener, Options { work: WORK }));
+        Agent {
+            base,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// The agent's URL for `path` (which starts with `/`).
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// POSTs `body` as JSON to `path`.
+    pub async fn post(&self, path: &str, body: Value) -> reqwest::Response {
+        self.http
+            .post(self.url(path))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// POSTs `body` as JSON to `path`; the status and the JSON answer.
+    pub async fn post_json(&self, path: &str, body: Value) -> (u16, Value) {
+        status_and_json(self.post(path, body).await).await
+    }
+
+    /// GETs `path`; the status and the JSON answer.
+    pub async fn get_json(&self, path: &str) -> (u16, Value) {
+        status_and_json(self.http.get(self.url(path)).send().await.unwrap()).await
+    }
+}
+
+async fn status_and_json(resp: reqwest::Response) -> (u16, Value) {
+    (resp.status().as_u16(), resp.json().await.unwrap())
 }
 
 /// Calls `probe` until it returns `Some`, and returns that; panics naming `what` after the

@@ -35,16 +35,10 @@ import argparse
 import asyncio
 import logging
 import os
-import socket
-import stat
 import sys
-import threading
-import time
 
 from contextlib import asynccontextmanager
 from datetime import datetime, timezone
-
-import uvicorn
 
 from starlette.applications import Starlette
 
@@ -67,6 +61,8 @@ from a2a.types.a2a_pb2 import (
 
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.timestamp_pb2 import Timestamp
+
+import peer_lifecycle
 
 SDK_VERSION = "1.3.0"
 
@@ -207,90 +203,6 @@ def build_app(port, work_seconds, versions):
     return Starlette(routes=routes, lifespan=lifespan)
 
 
-# ---------------------------------------------------------------- process plumbing (as in masumi_agent.py)
-
-
-def _bind(port):
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(128)
-    sock.set_inheritable(True)
-    return sock
-
-
-def _stdin_should_be_watched(mode):
-    if mode in ("0", "no", "false", "never"):
-        return False
-    if mode in ("1", "yes", "true", "always"):
-        return True
-    try:
-        st = os.fstat(0)
-    except OSError:
-        return False
-    return stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode)
-
-
-async def serve(sock, asgi_app, log_level, watch_stdin_mode):
-    bound = sock.getsockname()[1]
-    config = uvicorn.Config(
-        asgi_app,
-        log_level=log_level,
-        access_log=False,
-        timeout_graceful_shutdown=2,
-        lifespan="on",
-    )
-    server = uvicorn.Server(config)
-    loop = asyncio.get_running_loop()
-
-    def request_exit(reason):
-        def _do():
-            if not server.should_exit:
-                print(f"[a2a_agent] exiting: {reason}", file=sys.stderr, flush=True)
-            server.should_exit = True
-
-        loop.call_soon_threadsafe(_do)
-        t = threading.Timer(5.0, lambda: os._exit(0))  # hard stop if graceful shutdown hangs
-        t.daemon = True
-        t.start()
-
-    if _stdin_should_be_watched(watch_stdin_mode):
-
-        def watch_stdin():
-            try:
-                while os.read(0, 4096):
-                    pass
-            except OSError:
-                pass
-            request_exit("stdin closed")
-
-        threading.Thread(target=watch_stdin, daemon=True).start()
-
-    parent = os.getppid()
-
-    def watch_parent():
-        if os.environ.get("PEER_WATCH_PARENT", "1").strip().lower() in ("0", "no", "false", "never"):
-            return
-        while True:
-            time.sleep(0.5)
-            if os.getppid() != parent:
-                request_exit("parent process died")
-                return
-
-    threading.Thread(target=watch_parent, daemon=True).start()
-
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        if task.done():
-            await task
-            raise SystemExit(1)
-        await asyncio.sleep(0.01)
-    sys.stdout.write(f"listening {bound}\n")
-    sys.stdout.flush()
-    os.dup2(2, 1)  # stdout carries exactly one line; anything printed later goes to stderr
-    await task
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0 = any free port)")
@@ -311,9 +223,15 @@ def main():
 
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.WARNING), stream=sys.stderr)
     versions = [v.strip() for v in args.card_versions.split(",") if v.strip()]
-    sock = _bind(args.port)
+    sock = peer_lifecycle.bind(args.port)
     app = build_app(sock.getsockname()[1], args.work, versions)
-    asyncio.run(serve(sock, app, args.log_level.lower(), os.environ.get("AGENT_WATCH_STDIN", "auto").strip().lower()))
+    peer_lifecycle.run(
+        sock,
+        app,
+        announce="listening {port}",
+        log_level=args.log_level.lower(),
+        watch_stdin_env="AGENT_WATCH_STDIN",
+    )
 
 
 if __name__ == "__main__":

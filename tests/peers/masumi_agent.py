@@ -54,17 +54,13 @@ dotenv.load_dotenv = lambda *a, **k: False
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
 import logging  # noqa: E402
-import socket  # noqa: E402
-import stat  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-
-import uvicorn  # noqa: E402
 
 import masumi  # noqa: E402
 from masumi import Config, create_masumi_app  # noqa: E402
 from masumi.hitl import request_input  # noqa: E402
 from masumi.payment import Payment  # noqa: E402
+
+import peer_lifecycle  # noqa: E402
 
 INPUT_SCHEMA = {
     "input_data": [
@@ -172,106 +168,18 @@ def build_app():
     return app
 
 
-# ---------------------------------------------------------------- process plumbing (same in both peers)
-
-
-def _bind(port):
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(128)
-    sock.set_inheritable(True)
-    return sock
-
-
-def _stdin_should_be_watched(mode):
-    if mode in ("0", "no", "false", "never"):
-        return False
-    if mode in ("1", "yes", "true", "always"):
-        return True
-    try:
-        st = os.fstat(0)
-    except OSError:
-        return False
-    return stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode)
-
-
-async def serve_app(asgi_app, port, log_level, watch_stdin_mode):
-    sock = _bind(port)
-    bound = sock.getsockname()[1]
-    config = uvicorn.Config(
-        asgi_app,
-        log_level=log_level,
-        access_log=False,
-        timeout_graceful_shutdown=2,
-        lifespan="on",
-    )
-    server = uvicorn.Server(config)
-    loop = asyncio.get_running_loop()
-
-    def request_exit(reason):
-        def _do():
-            if not server.should_exit:
-                print(f"[peer] exiting: {reason}", file=sys.stderr, flush=True)
-            server.should_exit = True
-
-        loop.call_soon_threadsafe(_do)
-        # hard stop if graceful shutdown hangs
-        t = threading.Timer(5.0, lambda: os._exit(0))
-        t.daemon = True
-        t.start()
-
-    if _stdin_should_be_watched(watch_stdin_mode):
-
-        def watch_stdin():
-            try:
-                while os.read(0, 4096):
-                    pass
-            except OSError:
-                pass
-            request_exit("stdin closed")
-
-        threading.Thread(target=watch_stdin, daemon=True).start()
-
-    parent = os.getppid()
-
-    def watch_parent():
-        if os.environ.get("PEER_WATCH_PARENT", "1").strip().lower() in ("0", "no", "false", "never"):
-            return
-        while True:
-            time.sleep(0.5)
-            if os.getppid() != parent:
-                request_exit("parent process died")
-                return
-
-    threading.Thread(target=watch_parent, daemon=True).start()
-
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        if task.done():
-            await task
-            raise SystemExit(1)
-        await asyncio.sleep(0.01)
-    sys.stdout.write(f"PORT={bound}\n")
-    sys.stdout.flush()
-    # stdout carries exactly one line; anything printed later goes to stderr
-    os.dup2(2, 1)
-    await task
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--port", type=int, default=int(os.environ.get("AGENT_PORT", "0") or 0))
     args = ap.parse_args()
     app = build_app()
     assert masumi.__version__ == "1.2.0", masumi.__version__
-    asyncio.run(
-        serve_app(
-            app,
-            args.port,
-            "warning",
-            os.environ.get("AGENT_WATCH_STDIN", "auto").strip().lower(),
-        )
+    peer_lifecycle.run(
+        peer_lifecycle.bind(args.port),
+        app,
+        announce="PORT={port}",
+        log_level="warning",
+        watch_stdin_env="AGENT_WATCH_STDIN",
     )
 
 

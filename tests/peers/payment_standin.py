@@ -29,22 +29,18 @@ Environment (all optional):
 """
 
 import argparse
-import asyncio
 import json
 import os
 import re
 import secrets
-import signal
-import socket
-import stat
-import sys
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+
+import peer_lifecycle
 
 BASE = "/api/v1"
 HOUR_MS = 3600 * 1000
@@ -291,104 +287,16 @@ async def reset():
     return {"ok": True}
 
 
-# ---------------------------------------------------------------- process plumbing (same in both peers)
-
-
-def _bind(port):
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(128)
-    sock.set_inheritable(True)
-    return sock
-
-
-def _stdin_should_be_watched(mode):
-    if mode in ("0", "no", "false", "never"):
-        return False
-    if mode in ("1", "yes", "true", "always"):
-        return True
-    try:
-        st = os.fstat(0)
-    except OSError:
-        return False
-    return stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode)
-
-
-async def serve_app(asgi_app, port, log_level, watch_stdin_mode):
-    sock = _bind(port)
-    bound = sock.getsockname()[1]
-    config = uvicorn.Config(
-        asgi_app,
-        log_level=log_level,
-        access_log=False,
-        timeout_graceful_shutdown=2,
-        lifespan="on",
-    )
-    server = uvicorn.Server(config)
-    loop = asyncio.get_running_loop()
-
-    def request_exit(reason):
-        def _do():
-            if not server.should_exit:
-                print(f"[peer] exiting: {reason}", file=sys.stderr, flush=True)
-            server.should_exit = True
-
-        loop.call_soon_threadsafe(_do)
-        # hard stop if graceful shutdown hangs
-        t = threading.Timer(5.0, lambda: os._exit(0))
-        t.daemon = True
-        t.start()
-
-    if _stdin_should_be_watched(watch_stdin_mode):
-
-        def watch_stdin():
-            try:
-                while os.read(0, 4096):
-                    pass
-            except OSError:
-                pass
-            request_exit("stdin closed")
-
-        threading.Thread(target=watch_stdin, daemon=True).start()
-
-    parent = os.getppid()
-
-    def watch_parent():
-        if os.environ.get("PEER_WATCH_PARENT", "1").strip().lower() in ("0", "no", "false", "never"):
-            return
-        while True:
-            time.sleep(0.5)
-            if os.getppid() != parent:
-                request_exit("parent process died")
-                return
-
-    threading.Thread(target=watch_parent, daemon=True).start()
-
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        if task.done():
-            await task
-            raise SystemExit(1)
-        await asyncio.sleep(0.01)
-    sys.stdout.write(f"PORT={bound}\n")
-    sys.stdout.flush()
-    # stdout carries exactly one line; anything printed later goes to stderr
-    os.dup2(2, 1)
-    await task
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--port", type=int, default=int(os.environ.get("STANDIN_PORT", "0")))
     args = ap.parse_args()
-    asyncio.run(
-        serve_app(
-            app,
-            args.port,
-            os.environ.get("PEER_LOG_LEVEL", "warning").lower(),
-            os.environ.get("STANDIN_WATCH_STDIN", "auto").strip().lower(),
-        )
+    peer_lifecycle.run(
+        peer_lifecycle.bind(args.port),
+        app,
+        announce="PORT={port}",
+        log_level=os.environ.get("PEER_LOG_LEVEL", "warning").lower(),
+        watch_stdin_env="STANDIN_WATCH_STDIN",
     )
 
 
