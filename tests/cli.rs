@@ -527,3 +527,44 @@ fn token_mint_signs_with_a_configured_key() {
     assert!(String::from_utf8_lossy(&out.stderr)
         .contains("the environment variable `MINT_TEST_SECRET` is not set"));
 }
+
+#[test]
+fn the_readme_table_of_dialects_is_what_the_mapping_files_say() {
+    let out = interlingua()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["dialects", "--markdown"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let generated = String::from_utf8(out.stdout).unwrap();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let start = readme
+        .find("<!-- dialects table:")
+        .and_then(|i| readme[i..].find('\n').map(|j| i + j + 1))
+        .expect("the README marks its dialects table");
+    let end = readme.find("<!-- end of the dialects table -->").expect("table end");
+    assert_eq!(
+        &readme[start..end],
+        generated,
+        "the README's dialects table is stale: replace it with `interlingua dialects --markdown`"
+    );
+}
+
+#[test]
+fn dialects_lists_every_form_of_every_operation() {
+    let out = interlingua()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .arg("dialects")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for line in [
+        "a2a  A2A (Agent2Agent) JSON-RPC  (mappings/a2a.toml)",
+        "  create_task    front      POST   /  (form `stream`; 2 condition(s) on the request; answers with events)",
+        "  create_task    back       POST   /v1/threads  (2 more call(s))",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing `{line}` in:\n{text}");
+    }
+}

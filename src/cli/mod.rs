@@ -1,8 +1,9 @@
-//! The command line: `serve`, `check`, `demo`.
+//! The command line: `serve`, `check`, `demo`, `translate`, `dialects`, `credits`, `token`.
 
 mod check;
 mod credits;
 mod demo;
+mod dialects;
 mod serve;
 pub mod token;
 mod translate;
@@ -36,6 +37,9 @@ enum Command {
     /// Translate one message offline: read a JSON document in dialect --from as operation --op's
     /// request (or --response), print it in dialect --to. For developing mappings without an agent.
     Translate(translate::TranslateArgs),
+    /// List the dialects (mapping files) and the operations each carries as a front and as a
+    /// back; --markdown prints the README's table.
+    Dialects(dialects::DialectsArgs),
     /// Grant and revoke credits, read balances and ledger rows (on the config's data directory).
     #[command(subcommand)]
     Credits(credits::CreditsCommand),
@@ -74,6 +78,7 @@ pub fn main() -> ExitCode {
         Command::Check(arg) => check::run(&arg),
         Command::Demo(arg) => demo::run(&arg),
         Command::Translate(args) => translate::run(&args),
+        Command::Dialects(args) => dialects::run(&args),
         Command::Credits(cmd) => credits::run(&cmd),
         Command::Token(cmd) => token::run(&cmd),
     }
