@@ -543,7 +543,9 @@ fn the_readme_table_of_dialects_is_what_the_mapping_files_say() {
         .find("<!-- dialects table:")
         .and_then(|i| readme[i..].find('\n').map(|j| i + j + 1))
         .expect("the README marks its dialects table");
-    let end = readme.find("<!-- end of the dialects table -->").expect("table end");
+    let end = readme
+        .find("<!-- end of the dialects table -->")
+        .expect("table end");
     assert_eq!(
         &readme[start..end],
         generated,

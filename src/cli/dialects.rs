@@ -90,7 +90,10 @@ fn listing(mappings: &[&Mapping]) -> String {
                 notes.push(format!("form `{}`", o.key));
             }
             if !o.conditions.is_empty() {
-                notes.push(format!("{} condition(s) on the request", o.conditions.len()));
+                notes.push(format!(
+                    "{} condition(s) on the request",
+                    o.conditions.len()
+                ));
             }
             if o.stream.is_some() {
                 notes.push("answers with events".to_string());
