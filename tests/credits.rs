@@ -698,3 +698,86 @@ async fn the_admin_api_needs_its_token_and_revokes_only_what_is_available() {
         .unwrap();
     assert_eq!(missing.status(), 404);
 }
+
+/// The chat model interlingua calls in the test below: slow enough to be killed mid-call.
+async fn slow_chat_model() -> SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(sample::openai::serve(
+        l,
+        Options {
+            work: Duration::from_secs(30),
+        },
+    ));
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_synchronous_call_lost_with_a_killed_proxy_fails_its_task_and_frees_its_hold() {
+    env();
+    let model = slow_chat_model().await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let file = dir.path().join("interlingua.toml");
+    // A Nevermined front over a chat model: the model answers only when done.
+    let config = priced(model, &data.display().to_string())
+        .replace("back = \"mip003\"", "back = \"openai_chat\"")
+        .replace("name = \"mip\"", "name = \"chat\"")
+        .replace("upstream = \"mip\"", "upstream = \"chat\"");
+    std::fs::write(&file, config).unwrap();
+    std::fs::create_dir_all(&data).unwrap();
+    let store = SqliteStore::open(&data).unwrap();
+    store
+        .grant(&Account::new("gold", "erin"), 10, None)
+        .await
+        .unwrap();
+    drop(store);
+
+    let (mut first, addr) = serve(&file);
+    let resp = client()
+        .post(format!("http://{addr}/api/v1/agents/{DID}/tasks"))
+        .bearer_auth(token("erin", "gold"))
+        .json(&json!({"input_query": "think hard"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let task: Value = resp.json().await.unwrap();
+    let id = task["task"]["task_id"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("task-")
+        .to_string();
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert_eq!(cli_balance(&file, "erin")["held"], 1);
+
+    // After the restart nobody is waiting for that call any more: the task fails, at no cost.
+    let (mut second, _) = serve(&file);
+    let started = Instant::now();
+    let settled = loop {
+        let b = cli_balance(&file, "erin");
+        if b["held"] == 0 {
+            break b;
+        }
+        assert!(started.elapsed() < DEADLINE * 2, "never settled: {b}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    second.kill().unwrap();
+    second.wait().unwrap();
+    assert_eq!(
+        (settled["captured"].as_i64(), settled["available"].as_i64()),
+        (Some(0), Some(10)),
+        "{settled}"
+    );
+    let stored = SqliteStore::open(&data)
+        .unwrap()
+        .get(&id)
+        .await
+        .unwrap()
+        .expect("the task");
+    assert_eq!(
+        (stored.task.status.name(), stored.task.reason.as_deref()),
+        ("failed", Some("interrupted"))
+    );
+}

@@ -87,6 +87,14 @@ impl Translated {
         }
     }
 
+    /// Whether the back answers only when done (a synchronous call per task): such a back is
+    /// never polled; its answer is stored when it comes.
+    pub fn sync_back(&self) -> bool {
+        self.back
+            .op(Operation::CreateTask)
+            .is_some_and(|o| o.returns == crate::dialect::mapping::Returns::Result)
+    }
+
     fn front_ctx(&self) -> Context<'_> {
         Context {
             mapping: &self.front,

@@ -583,13 +583,9 @@ impl Engine {
         cx: &mut Cx<'_>,
     ) -> Result<Stored, ProxyError> {
         // A synchronous back is never polled: its background execution stores what it says.
-        let sync_back = t
-            .back
-            .op(Operation::CreateTask)
-            .is_some_and(|o| o.returns == Returns::Result);
         if stored.task.status.is_terminal()
             || stored.task.upstream_id.is_none()
-            || sync_back
+            || t.sync_back()
             || t.back.op(Operation::GetTask).is_none()
         {
             return Ok(stored);
@@ -647,6 +643,31 @@ impl Engine {
         Err(ProxyError::Store(
             "the task kept changing under concurrent updates".to_string(),
         ))
+    }
+
+    /// A task whose synchronous back was working on it when interlingua stopped: the call is
+    /// lost with the process, so the task fails (reason `interrupted`) and its hold is released.
+    pub(super) async fn interrupted(
+        &self,
+        t: &Translated,
+        stored: Stored,
+    ) -> Result<Stored, ProxyError> {
+        let mut spent = Spent::default();
+        let request_id = format!("restart-{}", stored.task.id);
+        let mut cx = Cx {
+            request_id: &request_id,
+            identity: None,
+            spent: &mut spent,
+        };
+        let patch = TaskPatch {
+            status: Some(Status::Failed),
+            reason: Some("interrupted".to_string()),
+            message: Some(
+                "interlingua stopped while the agent was working on the task".to_string(),
+            ),
+            ..TaskPatch::default()
+        };
+        self.apply(t, stored, patch, &mut cx).await
     }
 
     /// Charges one extra capture on a task.

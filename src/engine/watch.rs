@@ -11,7 +11,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 
 use super::{Cx, Engine, Spent, Translated};
-use crate::task::Operation;
+use crate::task::{Operation, Status};
 
 /// How many tasks are refreshed at the same time.
 const CONCURRENCY: usize = 16;
@@ -82,8 +82,8 @@ impl Watcher {
                 if !tasks.is_empty() {
                     tracing::info!(tasks = tasks.len(), "resuming unfinished tasks");
                 }
-                for t in tasks {
-                    self.watch(&t.id, &t.route);
+                for task in tasks {
+                    self.resume(task).await;
                 }
             }
             Err(e) => tracing::error!("cannot list unfinished tasks: {e}"),
@@ -114,6 +114,31 @@ impl Watcher {
                     });
                 }
             }
+        }
+    }
+
+    /// Picks up a task found unfinished at start-up: a synchronous back's call in flight was lost
+    /// with the process (the task fails, its hold is released); anything else is followed again.
+    async fn resume(&self, task: crate::task::Task) {
+        let Some(t) = self.routes.get(&task.route) else {
+            tracing::warn!(task = %task.id, route = %task.route, "the task's route is no longer configured");
+            return;
+        };
+        let working = matches!(task.status, Status::Pending | Status::Running);
+        if !(t.sync_back() && working) {
+            self.watch(&task.id, &task.route);
+            return;
+        }
+        let stored = match self.engine.store.get(&task.id).await {
+            Ok(Some(s)) => s,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!(task = %task.id, "cannot read the task: {e}");
+                return;
+            }
+        };
+        if let Err(e) = self.engine.interrupted(t, stored).await {
+            tracing::error!(task = %task.id, "cannot settle an interrupted task: {e}");
         }
     }
 
