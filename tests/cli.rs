@@ -73,7 +73,7 @@ fn check_without_a_file_uses_the_embedded_default_outside_the_repo() {
     assert!(out.status.success(), "{}", stdout(&out));
     assert_eq!(
         stdout(&out).trim(),
-        "<embedded default>: ok (1 listener(s), 3 upstream(s), 3 route(s), dialects: mip003, nevermined)"
+        "<embedded default>: ok (1 listener(s), 3 upstream(s), 5 route(s), dialects: a2a, mip003, nevermined, openai_chat)"
     );
 }
 

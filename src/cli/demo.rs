@@ -127,8 +127,13 @@ A Nevermined agent, as a MIP-003 service (run the second line until status is co
   curl -s http://{p}/masumi/input_schema -H "Authorization: Bearer $TOKEN"
   curl -s -X POST http://{p}/masumi/start_job -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{{"input_data":{{"mode":"ok"}}}}'   # 400, per field
 
-With "mode":"input" in input_data (or input_additional) the agents ask for input once; "fail" fails
-(and costs nothing).
+The MIP-003 agent as an A2A agent (card: http://{p}/a2a/.well-known/agent-card.json), and as an OpenAI
+chat endpoint:
+  curl -s http://{p}/a2a/ -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"message":{{"messageId":"m1","role":"ROLE_USER","parts":[{{"text":"hello world"}}]}}}}}}'
+  curl -s http://{p}/openai/v1/chat/completions -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{{"model":"demo","messages":[{{"role":"user","content":"hello world"}}]}}'
+
+With "mode":"input" in input_data (or input_additional, or "mode:input" in the text) the agents ask
+for input once; "fail" fails (and costs nothing).
 
 Without a token, 401; when the credits run out, 402:
   curl -i -X POST http://{p}/masumi/start_job -d '{{"input_data":{{"text":"x"}}}}'

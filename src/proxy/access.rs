@@ -8,16 +8,17 @@ use crate::config::Route;
 use crate::error::ProxyError;
 use crate::state::State;
 
-/// Authenticates the caller (routes with auth), checks the plan, and counts the request against
-/// the route's rate limits.
+/// Authenticates the caller (routes with auth, unless the request is `public`), checks the plan,
+/// and counts the request against the route's rate limits.
 pub async fn check(
     state: &State,
     index: usize,
     route: &Route,
     session: &Session,
     ctx: &mut RequestCtx,
+    public: bool,
 ) -> Result<(), ProxyError> {
-    if route.access.auth {
+    if route.access.auth && !public {
         let auth = state.auth.as_ref().ok_or_else(|| {
             ProxyError::Internal("the route requires auth, but none is configured".to_string())
         })?;

@@ -133,7 +133,12 @@ impl ProxyHttp for Proxy {
             return Ok(false);
         };
         if let Some(route) = self.state.route(index) {
-            access::check(&self.state, index, route, session, ctx)
+            // Discovery documents (an agent card) say how to authenticate: anyone may read them.
+            let public = self
+                .state
+                .translated(index)
+                .is_some_and(|t| translate::is_discovery(t, session, &route.matcher.path_prefix));
+            access::check(&self.state, index, route, session, ctx, public)
                 .await
                 .map_err(ProxyError::into_pingora)?;
         }

@@ -124,6 +124,16 @@ pub async fn serve(
     Ok(())
 }
 
+/// Whether the request asks for the route's discovery document (the front's `describe`, e.g.
+/// an A2A agent card), which is public.
+pub fn is_discovery(t: &Translated, session: &Session, prefix: &str) -> bool {
+    let req = session.req_header();
+    let path = relative(req.uri.path(), prefix);
+    t.front
+        .match_front(&req.method, &path, &crate::dialect::Message::default())
+        .is_some_and(|(op, _)| op.op == crate::task::Operation::Describe)
+}
+
 /// The whole request body, refused past `limit`.
 async fn read_body(session: &mut Session, limit: u64) -> Result<Bytes, ProxyError> {
     let mut body = BytesMut::new();
