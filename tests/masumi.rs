@@ -3,107 +3,17 @@
 //! the three payment-service endpoints it calls, and is reached through interlingua as a
 //! Nevermined endpoint, the whole lifecycle.
 //!
-//! The Python peers live in a virtualenv: `$INTERLINGUA_PEERS_PYTHON` if set (`.ci/run` makes
-//! one), otherwise one this test creates under `target/peers-venv` (needs `python3` with `venv`).
+//! The Python peers live in a virtualenv (see `tests/common/peers.rs`).
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::peers::{peers_python, Peer};
 use common::{client, config, Proxy, DEADLINE};
 use serde_json::{json, Value};
 
 const DID: &str = "did:nv:5392e8cdc5addec2b7384072fda166d42a5d4ab96ae6d311f516b6b324f24cec";
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The Python of a virtualenv holding the peers' requirements, created on first use.
-fn peers_python() -> PathBuf {
-    if let Some(p) = std::env::var_os("INTERLINGUA_PEERS_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let venv = root().join("target").join("peers-venv");
-    let python = venv.join("bin").join("python");
-    let requirements = root().join("tests/peers/requirements.txt");
-    let stamp = venv.join("requirements.txt");
-    let wanted = std::fs::read_to_string(&requirements).expect("requirements");
-    if python.exists() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
-        return python;
-    }
-    let status = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .status()
-        .expect("python3 is needed for the Masumi peer test (Debian: python3 python3-venv)");
-    assert!(status.success(), "python3 -m venv failed");
-    let status = Command::new(&python)
-        .args(["-m", "pip", "install", "--quiet", "-r"])
-        .arg(&requirements)
-        .status()
-        .expect("pip");
-    assert!(
-        status.success(),
-        "installing the Masumi peer's requirements failed"
-    );
-    std::fs::write(&stamp, wanted).expect("stamp");
-    python
-}
-
-/// A Python peer process; killed when dropped.
-struct Peer {
-    child: Child,
-    // Held open: the peers exit when their stdin closes.
-    _stdin: Option<ChildStdin>,
-    port: u16,
-}
-
-impl Peer {
-    fn start(python: &Path, script: &str, env: &[(&str, String)]) -> Peer {
-        let dir = tempfile::tempdir().unwrap();
-        let mut cmd = Command::new(python);
-        cmd.arg(root().join("tests/peers").join(script))
-            .current_dir(dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("start a Python peer");
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let line = rx
-            .recv_timeout(DEADLINE)
-            .unwrap_or_else(|_| panic!("{script} did not report its port"));
-        let port = line
-            .strip_prefix("PORT=")
-            .and_then(|p| p.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{script}: unexpected first line {line:?}"));
-        Peer {
-            child,
-            _stdin: stdin,
-            port,
-        }
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 struct World {
     _standin: Peer,
@@ -114,10 +24,11 @@ struct World {
 
 fn world() -> World {
     let python = peers_python();
-    let standin = Peer::start(&python, "payment_standin.py", &[]);
+    let standin = Peer::start(&python, "payment_standin.py", &[], &[]);
     let agent = Peer::start(
         &python,
         "masumi_agent.py",
+        &[],
         &[
             (
                 "PAYMENT_SERVICE_URL",

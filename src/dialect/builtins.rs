@@ -87,6 +87,10 @@ pub enum Builtin {
     ToJsonSchema,
     /// `from_json_schema(schema)`: a JSON Schema as an Attachment 01 input schema.
     FromJsonSchema,
+    /// `project(list, renames, constants)`: each object of a list remade: `renames` maps each new
+    /// key to the element's key it comes from, `constants` adds fixed values
+    /// (`project(fields, object('id', 'name'), object('type', 'text'))`).
+    Project,
     /// `parts_text(v)`: the text of message content: a string as is; a list of parts joined
     /// with newlines, each part a string or an object's `text` (parts without text are skipped).
     PartsText,
@@ -132,6 +136,7 @@ const TABLE: &[(&str, Builtin, usize, usize)] = &[
     ("to_json_schema", Builtin::ToJsonSchema, 1, 1),
     ("from_json_schema", Builtin::FromJsonSchema, 1, 1),
     ("parts_text", Builtin::PartsText, 1, 1),
+    ("project", Builtin::Project, 2, 3),
 ];
 
 /// The names of every built-in, for messages.
@@ -430,6 +435,34 @@ pub fn call(f: Builtin, args: Vec<Option<Value>>) -> Result<Option<Value>, Strin
             }
             _ => None,
         },
+        Builtin::Project => {
+            let renames = match arg(1) {
+                Some(Value::Object(o)) => o,
+                _ => Map::new(),
+            };
+            let constants = match arg(2) {
+                Some(Value::Object(o)) => o,
+                _ => Map::new(),
+            };
+            match arg(0) {
+                Some(Value::Array(items)) => Some(Value::Array(
+                    items
+                        .iter()
+                        .map(|item| {
+                            let mut out = constants.clone();
+                            for (new, old) in &renames {
+                                let found = old.as_str().and_then(|k| item.get(k));
+                                if let Some(v) = found.filter(|v| !v.is_null()) {
+                                    out.insert(new.clone(), v.clone());
+                                }
+                            }
+                            Value::Object(out)
+                        })
+                        .collect(),
+                )),
+                _ => None,
+            }
+        }
         Builtin::PartsText => arg(0).and_then(|v| match v {
             Value::String(s) => Some(Value::String(s)),
             Value::Array(parts) => {
@@ -593,6 +626,25 @@ mod tests {
                 vec![Some(json!("a mode:input")), Some(json!("mode:input"))]
             ),
             Some(json!(true))
+        );
+    }
+
+    #[test]
+    fn project_remakes_each_object() {
+        assert_eq!(
+            run(
+                "project",
+                vec![
+                    Some(json!([{"name": "a", "label": "A"}, {"name": "b"}])),
+                    Some(json!({"id": "name", "name": "label"})),
+                    Some(json!({"type": "text"})),
+                ]
+            ),
+            Some(json!([{"id": "a", "name": "A", "type": "text"}, {"id": "b", "type": "text"}]))
+        );
+        assert_eq!(
+            run("project", vec![Some(json!("x")), Some(json!({}))]),
+            None
         );
     }
 

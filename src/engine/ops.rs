@@ -49,6 +49,8 @@ impl Engine {
         let mut task = crate::task::Task::new(&t.route, now);
         views::apply_draft(&mut task, &request);
         task.turn = 1;
+        // A task the client put in no conversation is a conversation of its own.
+        task.conversation.get_or_insert_with(|| task.id.clone());
         if let Some(id) = cx.identity {
             task.subject = Some(id.subject.clone());
             task.plan = id.plan.clone();

@@ -77,7 +77,7 @@ impl Follow<'_> {
     async fn run(&self, task_id: &str, tx: &mpsc::Sender<Bytes>) -> Result<(), String> {
         let deadline = Instant::now() + self.t.settings.sync_timeout;
         let mut interval = self.t.settings.poll_interval;
-        let mut seen = 0i64;
+        let mut seen: Option<Value> = None;
         let mut seq = 0u64;
         let mut spent = Spent::default();
         loop {
@@ -92,8 +92,11 @@ impl Follow<'_> {
                 .refresh(self.t, stored, &mut cx)
                 .await
                 .map_err(|e| e.to_string())?;
-            if stored.version != seen {
-                seen = stored.version;
+            // What a client can see of the task; a change the client cannot see (a status id the
+            // back renews on every poll) is no event.
+            let visible = visible(&stored);
+            if seen.as_ref() != Some(&visible) {
+                seen = Some(visible);
                 let last = self.settled(&stored);
                 self.emit(&stored, seq, last, tx).await?;
                 seq += 1;
@@ -157,6 +160,18 @@ impl Follow<'_> {
         }
         Ok(())
     }
+}
+
+/// The parts of a task a stream reports: its state, the agent's words, its result, its question.
+fn visible(stored: &Stored) -> Value {
+    let t = &stored.task;
+    json!([
+        t.status.name(),
+        t.message,
+        t.output,
+        t.input_request,
+        t.steps.len()
+    ])
 }
 
 async fn send(tx: &mpsc::Sender<Bytes>, event: String) -> Result<(), String> {

@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod peers;
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;

@@ -1,0 +1,830 @@
+//! A2A against the real thing: the official Python package `a2a-sdk` 1.3.0 (pinned in
+//! `tests/peers/requirements.txt`) on either side of interlingua, through the real proxy.
+//!
+//! - The SDK's client (`tests/peers/a2a_client.py`: `A2ACardResolver` + `ClientFactory`, in its
+//!   own 1.0 transport and in its 0.3 compat transport) reads the card of interlingua's `a2a` face
+//!   and drives a task over interlingua's sample MIP-003 agent: polled to completion, blocking,
+//!   asking for input, failing, streamed, cancelled, and unknown; credits are charged once per
+//!   completed task.
+//! - The SDK's server (`tests/peers/a2a_agent.py`: `DefaultRequestHandler` with 1.0 and 0.3
+//!   JSON-RPC on one endpoint) is reached as a Nevermined endpoint and as a MIP-003 service, with
+//!   interlingua speaking A2A 1.0 or 0.3 to it.
+//! - Both at once: the SDK's client reaches the SDK's server through an `a2a` to `a2a` route.
+//!
+//! The client prints one JSON object: every task state it saw, in order, consecutive repeats
+//! collapsed; the final state; the artifact text; the status messages; and each stream event.
+
+mod common;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+use common::peers::{peers_python, run_script, Peer};
+use common::{client, config, Proxy, DEADLINE};
+use interlingua::sample::{self, Options};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use serde_json::{json, Value};
+
+/// How long a task takes on either agent in most tests: long enough that every state lasts
+/// several polls of the client (every 100 ms) and of interlingua (every 50–200 ms).
+const WORK: Duration = Duration::from_millis(1200);
+/// How long a task takes where a test cancels it while it runs: the SDK's agent works for the
+/// second half of it, and the client cancels as soon as it sees that.
+const SLOW_WORK: Duration = Duration::from_secs(4);
+const HS_ENV: &str = "INTERLINGUA_TEST_A2A_SDK_HS_SECRET";
+const HS_SECRET: &str = "a2a-sdk-test-secret-a2a-sdk-test-secret";
+const ADMIN_ENV: &str = "INTERLINGUA_TEST_A2A_SDK_ADMIN_TOKEN";
+const ADMIN_TOKEN: &str = "a2a-sdk-admin-token";
+const DID: &str = "did:nv:5392e8cdc5addec2b7384072fda166d42a5d4ab96ae6d311f516b6b324f24cec";
+
+const SUBMITTED: &str = "TASK_STATE_SUBMITTED";
+const WORKING: &str = "TASK_STATE_WORKING";
+const INPUT_REQUIRED: &str = "TASK_STATE_INPUT_REQUIRED";
+const COMPLETED: &str = "TASK_STATE_COMPLETED";
+const FAILED: &str = "TASK_STATE_FAILED";
+const CANCELED: &str = "TASK_STATE_CANCELED";
+
+/// Both versions of the protocol the SDK's client speaks.
+const VERSIONS: [&str; 2] = ["1.0", "0.3"];
+
+fn env() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        std::env::set_var(HS_ENV, HS_SECRET);
+        std::env::set_var(ADMIN_ENV, ADMIN_TOKEN);
+    });
+}
+
+fn token(sub: &str) -> String {
+    let now = chrono::Utc::now().timestamp();
+    let mut h = Header::new(Algorithm::HS256);
+    h.kid = Some("dev".into());
+    jsonwebtoken::encode(
+        &h,
+        &json!({"sub": sub, "plan": "gold", "iat": now, "exp": now + 3600}),
+        &EncodingKey::from_secret(HS_SECRET.as_bytes()),
+    )
+    .unwrap()
+}
+
+/// The real peers and a proxy with these routes, each needing a token of plan `gold`, a task
+/// holding 1 credit and costing 1:
+///
+/// | prefix | front | back, upstream |
+/// |---|---|---|
+/// | `/mip` | a2a | mip003, interlingua's sample agent |
+/// | `/sdk` | a2a | a2a 1.0, the SDK's agent |
+/// | `/sdk03` | a2a | a2a 0.3, the SDK's agent |
+/// | `/nv` | nevermined | a2a 1.0, the SDK's agent |
+/// | `/nv03` | nevermined | a2a 0.3, the SDK's agent |
+/// | `/job` | mip003 | a2a 1.0, the SDK's agent |
+struct World {
+    proxy: Proxy,
+    http: reqwest::Client,
+    python: PathBuf,
+    agent: Peer,
+}
+
+/// Starts the world with agents whose tasks take `work`.
+async fn world(work: Duration) -> World {
+    env();
+    let python = tokio::task::spawn_blocking(peers_python).await.unwrap();
+    let seconds = format!("{}", work.as_secs_f64());
+    let p = python.clone();
+    let agent = tokio::task::spawn_blocking(move || {
+        Peer::start(
+            &p,
+            "a2a_agent.py",
+            &["--port", "0", "--work", &seconds],
+            &[],
+        )
+    })
+    .await
+    .unwrap();
+    let mip = mip003_agent(work).await;
+    let mut rest = format!(
+        r#"
+[auth]
+[[auth.keys]]
+id = "dev"
+type = "hmac"
+secret_env = "{HS_ENV}"
+
+[[upstreams]]
+name = "mip"
+address = "{mip}"
+read_timeout = "5s"
+
+[[upstreams]]
+name = "sdk"
+address = "127.0.0.1:{}"
+read_timeout = "5s"
+"#,
+        agent.port
+    );
+    let routes = [
+        ("mip", "mip", "a2a", "mip003", ""),
+        ("sdk", "sdk", "a2a", "a2a", ""),
+        (
+            "sdk03",
+            "sdk",
+            "a2a",
+            "a2a",
+            "vars.a2a = { version = \"0.3\" }",
+        ),
+        ("nv", "sdk", "nevermined", "a2a", ""),
+        (
+            "nv03",
+            "sdk",
+            "nevermined",
+            "a2a",
+            "vars.a2a = { version = \"0.3\" }",
+        ),
+        ("job", "sdk", "mip003", "a2a", ""),
+    ];
+    for (name, upstream, front, back, extra) in routes {
+        rest.push_str(&format!(
+            r#"
+[[routes]]
+name = "{name}"
+match = {{ path_prefix = "/{name}" }}
+upstream = "{upstream}"
+front = "{front}"
+back = "{back}"
+auth = true
+plans = ["gold"]
+price = {{ hold = 1, step = 1 }}
+poll_interval = "50ms"
+poll_max_interval = "200ms"
+sync_timeout = "10s"
+{extra}
+"#
+        ));
+    }
+    let admin = format!("[admin]\naddress = \"127.0.0.1:0\"\ntoken_env = \"{ADMIN_ENV}\"\n");
+    // `config` writes its own [admin]; ours replaces it.
+    let text = config("", &rest).replace("[admin]\naddress = \"127.0.0.1:0\"\n", &admin);
+    World {
+        proxy: Proxy::start(&text),
+        http: client(),
+        python,
+        agent,
+    }
+}
+
+async fn mip003_agent(work: Duration) -> SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(sample::mip003::serve(l, Options { work }));
+    addr
+}
+
+/// What one run of the SDK's client reported.
+struct Outcome {
+    exited_ok: bool,
+    out: Value,
+    stderr: String,
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "exit ok: {}\nstdout: {}\nstderr (last lines): {}",
+            self.exited_ok,
+            self.out,
+            self.stderr
+                .lines()
+                .rev()
+                .take(15)
+                .collect::<Vec<_>>()
+                .join("\n  ")
+        )
+    }
+}
+
+impl Outcome {
+    fn states(&self) -> Vec<&str> {
+        self.out["states"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default()
+    }
+
+    /// The stream events as `kind` or `kind state`, each with its text if it has one.
+    fn events(&self) -> Vec<String> {
+        self.out["events"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|e| {
+                        let mut s = e["kind"].as_str().unwrap_or("?").to_string();
+                        for key in ["state", "text"] {
+                            if let Some(v) = e[key].as_str() {
+                                s.push(' ');
+                                s.push_str(v);
+                            }
+                        }
+                        s
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Asserts the client ran to the end without an error and saw `states`, ending in the last.
+    fn assert_ran(&self, states: &[&str]) {
+        assert!(self.exited_ok, "{self}");
+        assert_eq!(self.out["error"], Value::Null, "{self}");
+        assert_eq!(self.states(), states, "{self}");
+        assert_eq!(self.out["final_state"], states[states.len() - 1], "{self}");
+    }
+}
+
+/// The subject a run of the SDK's client acts as: one per route, scenario and version, so that
+/// each is charged on its own.
+fn subject(prefix: &str, scenario: &str, version: &str) -> String {
+    format!("{}-{scenario}-{version}", prefix.trim_start_matches('/'))
+}
+
+impl World {
+    /// Runs the SDK's client: scenario `scenario` in protocol `version` against the `a2a` face at
+    /// `prefix`, as `subject` (no token if `None`).
+    async fn sdk_client(
+        &self,
+        prefix: &str,
+        scenario: &str,
+        version: &str,
+        subject: Option<&str>,
+    ) -> Outcome {
+        let mut args: Vec<String> = [
+            "--url",
+            &self.proxy.url(prefix),
+            "--scenario",
+            scenario,
+            "--version",
+            version,
+            "--timeout",
+            "15",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if let Some(sub) = subject {
+            args.extend(["--token".to_string(), token(sub)]);
+        }
+        let python = self.python.clone();
+        let ran = tokio::task::spawn_blocking(move || {
+            run_script(&python, "a2a_client.py", &args, DEADLINE)
+        })
+        .await
+        .unwrap();
+        let out = serde_json::from_str(ran.stdout.trim())
+            .unwrap_or_else(|_| Value::String(ran.stdout.clone()));
+        Outcome {
+            exited_ok: ran.status.success(),
+            out,
+            stderr: ran.stderr,
+        }
+    }
+
+    /// Runs every `(scenario, version)` at once, each as its own [`subject`] granted 5 credits;
+    /// the outcomes in the same order.
+    async fn sdk_clients(&self, prefix: &str, runs: &[(&str, &str)]) -> Vec<Outcome> {
+        let subjects: Vec<String> = runs.iter().map(|(s, v)| subject(prefix, s, v)).collect();
+        for sub in &subjects {
+            self.grant(sub, 5).await;
+        }
+        futures_util::future::join_all(runs.iter().zip(&subjects).map(
+            |((scenario, version), sub)| self.sdk_client(prefix, scenario, version, Some(sub)),
+        ))
+        .await
+    }
+
+    async fn grant(&self, subject: &str, amount: u64) {
+        let resp = self
+            .http
+            .post(self.proxy.admin_url("/credits/grant"))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&json!({"plan": "gold", "subject": subject, "amount": amount}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+    }
+
+    /// Asserts the subject, granted `granted`, was charged `captured` in all, once nothing is
+    /// held any more (every task has ended and settled).
+    async fn charged(&self, subject: &str, granted: i64, captured: i64) {
+        let started = Instant::now();
+        loop {
+            let b: Value = self
+                .http
+                .get(
+                    self.proxy
+                        .admin_url(&format!("/credits/balance?plan=gold&subject={subject}")),
+                )
+                .bearer_auth(ADMIN_TOKEN)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if b["held"] == 0 {
+                assert_eq!(
+                    (b["granted"].as_i64(), b["captured"].as_i64()),
+                    (Some(granted), Some(captured)),
+                    "{subject}: {b}"
+                );
+                return;
+            }
+            assert!(started.elapsed() < DEADLINE, "{subject} never settled: {b}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// A request as `subject`; the status and the JSON body.
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        subject: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut req = self
+            .http
+            .request(method, self.proxy.url(path))
+            .bearer_auth(token(subject));
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+        (status, v)
+    }
+
+    /// GETs `path` until `done` holds for its body, within the deadline; every value of `field`
+    /// seen on the way (consecutive repeats collapsed), and the last body.
+    async fn poll(
+        &self,
+        path: &str,
+        subject: &str,
+        field: impl Fn(&Value) -> String,
+        done: impl Fn(&str) -> bool,
+    ) -> (Vec<String>, Value) {
+        let started = Instant::now();
+        let mut seen: Vec<String> = Vec::new();
+        loop {
+            let (status, body) = self.call(reqwest::Method::GET, path, subject, None).await;
+            assert_eq!(status, 200, "{path}: {body}");
+            let value = field(&body);
+            if seen.last() != Some(&value) {
+                seen.push(value.clone());
+            }
+            if done(&value) {
+                return (seen, body);
+            }
+            assert!(
+                started.elapsed() < DEADLINE,
+                "{path}: stuck after {seen:?}; last: {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+// ------------------------------------------------ the SDK's client, interlingua's a2a face
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_client_polls_and_blocks_on_a_mip003_task_to_completion_and_pays_one_credit_each() {
+    let w = world(WORK).await;
+    let runs: Vec<(&str, &str)> = VERSIONS
+        .iter()
+        .flat_map(|v| [("complete", *v), ("blocking", *v)])
+        .collect();
+    let outcomes = w.sdk_clients("/mip", &runs).await;
+    for ((scenario, version), o) in runs.iter().zip(&outcomes) {
+        // The card sends the client back to interlingua, in the version it asked for.
+        let url = w.proxy.url("/mip/");
+        assert_eq!(o.out["card_interfaces"][0]["url"], url.as_str(), "{o}");
+        let transport = if *version == "1.0" {
+            "JsonRpcTransport"
+        } else {
+            "CompatJsonRpcTransport"
+        };
+        assert_eq!(o.out["transport"], transport, "{o}");
+        if *scenario == "complete" {
+            o.assert_ran(&[SUBMITTED, WORKING, COMPLETED]);
+        } else {
+            // A blocking send answers once, with the settled task.
+            o.assert_ran(&[COMPLETED]);
+        }
+        assert_eq!(o.out["artifact_text"], "HELLO WORLD", "{o}");
+        assert_eq!(o.out["task_id"], o.out["context_id"], "{o}");
+        w.charged(&subject("/mip", scenario, version), 5, 1).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_client_answers_the_input_request_of_a_mip003_agent_and_pays_one_credit() {
+    let w = world(WORK).await;
+    let runs: Vec<(&str, &str)> = VERSIONS.iter().map(|v| ("input", *v)).collect();
+    let outcomes = w.sdk_clients("/mip", &runs).await;
+    for ((scenario, version), o) in runs.iter().zip(&outcomes) {
+        o.assert_ran(&[SUBMITTED, WORKING, INPUT_REQUIRED, WORKING, COMPLETED]);
+        // The sample MIP-003 agent: the text upper-cased, then the follow-up's `more`.
+        assert_eq!(
+            o.out["artifact_text"], "HELLO MODE:INPUT more please",
+            "{o}"
+        );
+        assert_eq!(
+            o.out["status_messages"],
+            json!(["The agent needs more input: More details"]),
+            "{o}"
+        );
+        w.charged(&subject("/mip", scenario, version), 5, 1).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_client_sees_a_failed_mip003_task_and_pays_nothing() {
+    let w = world(WORK).await;
+    let runs: Vec<(&str, &str)> = VERSIONS.iter().map(|v| ("fail", *v)).collect();
+    let outcomes = w.sdk_clients("/mip", &runs).await;
+    for ((scenario, version), o) in runs.iter().zip(&outcomes) {
+        o.assert_ran(&[SUBMITTED, WORKING, FAILED]);
+        assert_eq!(o.out["artifact_text"], Value::Null, "{o}");
+        w.charged(&subject("/mip", scenario, version), 5, 0).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_client_streams_a_mip003_task_and_its_input_round_in_both_versions() {
+    let w = world(WORK).await;
+    let runs: Vec<(&str, &str)> = VERSIONS
+        .iter()
+        .flat_map(|v| [("stream", *v), ("stream_input", *v)])
+        .collect();
+    let outcomes = w.sdk_clients("/mip", &runs).await;
+    for ((scenario, version), o) in runs.iter().zip(&outcomes) {
+        let events = o.events();
+        let n = events.len();
+        assert_eq!(
+            events.first().map(String::as_str),
+            Some("task TASK_STATE_SUBMITTED"),
+            "{o}"
+        );
+        let result = if *scenario == "stream" {
+            o.assert_ran(&[SUBMITTED, WORKING, COMPLETED]);
+            "HELLO WORLD"
+        } else {
+            o.assert_ran(&[SUBMITTED, WORKING, INPUT_REQUIRED, WORKING, COMPLETED]);
+            // The first stream closes on the question; the second starts with the work after it.
+            let ask = events
+                .iter()
+                .position(|e| e == "follow-up")
+                .expect("a follow-up");
+            assert_eq!(
+                events[ask - 1],
+                "statusUpdate TASK_STATE_INPUT_REQUIRED",
+                "{o}"
+            );
+            assert_eq!(events[ask + 1], "statusUpdate TASK_STATE_WORKING", "{o}");
+            "HELLO MODE:INPUT more please"
+        };
+        // One artifact, whole, then the terminal status, and the stream ends.
+        assert_eq!(
+            events[n - 2..],
+            [
+                format!("artifactUpdate {result}"),
+                "statusUpdate TASK_STATE_COMPLETED".to_string()
+            ],
+            "{o}"
+        );
+        assert_eq!(
+            events
+                .iter()
+                .filter(|e| e.starts_with("artifactUpdate"))
+                .count(),
+            1,
+            "{o}"
+        );
+        assert_eq!(o.out["artifact_text"], result, "{o}");
+        w.charged(&subject("/mip", scenario, version), 5, 1).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_client_cancels_a_running_mip003_task_and_pays_nothing() {
+    let w = world(SLOW_WORK).await;
+    let runs: Vec<(&str, &str)> = VERSIONS.iter().map(|v| ("cancel", *v)).collect();
+    let outcomes = w.sdk_clients("/mip", &runs).await;
+    for ((scenario, version), o) in runs.iter().zip(&outcomes) {
+        o.assert_ran(&[SUBMITTED, WORKING, CANCELED]);
+        w.charged(&subject("/mip", scenario, version), 5, 0).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_client_is_refused_without_a_token_or_credits_and_an_unknown_task_is_not_found() {
+    let w = world(WORK).await;
+    let lost = subject("/mip", "unknown_task", "1.0");
+    w.grant(&lost, 5).await;
+    let (unknown, anonymous, broke) = tokio::join!(
+        w.sdk_client("/mip", "unknown_task", "1.0", Some(&lost)),
+        w.sdk_client("/mip", "complete", "1.0", None),
+        w.sdk_client("/mip", "complete", "1.0", Some("nobody")),
+    );
+    assert!(!unknown.exited_ok, "{unknown}");
+    assert_eq!(
+        unknown.out["error"], "TaskNotFoundError: task `no-such-task` not found",
+        "{unknown}"
+    );
+    // The card is public (it names the bearer scheme); the JSON-RPC call is refused with 401
+    // before JSON-RPC, which the SDK reports as an HTTP error.
+    let rpc_url = w.proxy.url("/mip/");
+    assert_eq!(
+        anonymous.out["card_interfaces"][0]["url"],
+        rpc_url.as_str(),
+        "{anonymous}"
+    );
+    let refused = |o: &Outcome, status: &str| {
+        assert!(!o.exited_ok, "{o}");
+        let error = o.out["error"].as_str().unwrap_or_default();
+        let expected = format!("A2AClientError: HTTP Error {status}: Client error '{status} ");
+        assert!(error.starts_with(&expected), "{o}");
+        assert!(error.contains(&format!("for url '{rpc_url}'")), "{o}");
+        assert_eq!(o.out["task_id"], Value::Null, "{o}");
+    };
+    refused(&anonymous, "401");
+    // No credits: the hold cannot be taken, 402, and no task exists.
+    refused(&broke, "402");
+    w.charged(&lost, 5, 0).await;
+}
+
+// ------------------------------------------------ the SDK's agent behind a Nevermined face
+
+impl World {
+    /// Creates a Nevermined task on `prefix` with `query`; its id.
+    async fn nv_create(&self, prefix: &str, subject: &str, query: &str) -> String {
+        let (status, created) = self
+            .call(
+                reqwest::Method::POST,
+                &format!("{prefix}/api/v1/agents/{DID}/tasks"),
+                subject,
+                Some(json!({"input_query": query, "name": "sdk"})),
+            )
+            .await;
+        assert_eq!(status, 201, "{created}");
+        assert_eq!(created["task"]["task_status"], "Pending", "{created}");
+        assert_eq!(created["task"]["input_query"], query, "{created}");
+        created["task"]["task_id"].as_str().unwrap().to_string()
+    }
+
+    /// Polls a Nevermined task until its status is one of `until`; every status seen, the body.
+    async fn nv_poll(&self, path: &str, subject: &str, until: &[&str]) -> (Vec<String>, Value) {
+        self.poll(
+            path,
+            subject,
+            |b| b["task"]["task_status"].as_str().unwrap_or("?").to_string(),
+            |s| until.contains(&s),
+        )
+        .await
+    }
+
+    /// A task that completes, one that asks for input and completes after it, and one that
+    /// fails, on the Nevermined route at `prefix`; one credit per completed task.
+    async fn nevermined_lifecycle(&self, prefix: &str) {
+        let sub = format!("nv-user{}", prefix.replace('/', "-"));
+        self.grant(&sub, 10).await;
+        let tasks = format!("{prefix}/api/v1/agents/{DID}/tasks");
+
+        let ok = self.nv_create(prefix, &sub, "hello world").await;
+        let (seen, done) = self
+            .nv_poll(&format!("{tasks}/{ok}"), &sub, &["Completed", "Failed"])
+            .await;
+        assert_eq!(done["task"]["task_status"], "Completed", "{prefix}: {done}");
+        assert_eq!(done["task"]["output"], "HELLO WORLD", "{prefix}: {done}");
+        assert_eq!(
+            seen,
+            ["Pending", "In_Progress", "Completed"],
+            "{prefix}: {done}"
+        );
+        assert_eq!(done["task"]["cost"], 1, "{prefix}: {done}");
+        let steps = done["steps"].as_array().unwrap();
+        assert_eq!(steps.last().unwrap()["is_last"], true, "{done}");
+        assert_eq!(steps.last().unwrap()["output"], "HELLO WORLD", "{done}");
+
+        // Input: the Not_Ready step takes the answer.
+        let asks = self.nv_create(prefix, &sub, "hello mode:input").await;
+        let path = format!("{tasks}/{asks}");
+        let (_, waiting) = self
+            .nv_poll(&path, &sub, &["Not_Ready", "Completed", "Failed"])
+            .await;
+        assert_eq!(
+            waiting["task"]["task_status"], "Not_Ready",
+            "{prefix}: {waiting}"
+        );
+        let step = waiting["steps"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(step["step_status"], "Not_Ready", "{prefix}: {waiting}");
+        assert_eq!(step["is_waiting"], true, "{prefix}: {waiting}");
+        let step_id = step["step_id"].as_str().unwrap();
+        let (status, updated) = self
+            .call(
+                reqwest::Method::PUT,
+                &format!("{path}/step/{step_id}"),
+                &sub,
+                Some(json!({"step_status": "Pending", "input_query": "more please"})),
+            )
+            .await;
+        assert_eq!(status, 201, "{prefix}: {updated}");
+        assert_eq!(updated["step_id"], step_id, "{prefix}: {updated}");
+        let (_, done) = self.nv_poll(&path, &sub, &["Completed", "Failed"]).await;
+        assert_eq!(
+            (
+                done["task"]["task_status"].as_str(),
+                done["task"]["output"].as_str()
+            ),
+            (Some("Completed"), Some("HELLO MODE:INPUT more please")),
+            "{prefix}: {done}"
+        );
+        assert_eq!(done["task"]["cost"], 1, "{prefix}: {done}");
+
+        // Failure: a failed task; its output is what the agent said.
+        let bad = self.nv_create(prefix, &sub, "hello mode:fail").await;
+        let (_, failed) = self
+            .nv_poll(&format!("{tasks}/{bad}"), &sub, &["Completed", "Failed"])
+            .await;
+        assert_eq!(
+            failed["task"]["task_status"], "Failed",
+            "{prefix}: {failed}"
+        );
+        assert_eq!(
+            failed["task"]["output"], "the agent failed on purpose",
+            "{prefix}: {failed}"
+        );
+        assert_eq!(failed["task"]["cost"], 0, "{prefix}: {failed}");
+        let last = failed["steps"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(last["step_status"], "Failed", "{prefix}: {failed}");
+
+        self.charged(&sub, 10, 2).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_agent_as_a_nevermined_endpoint_speaking_a2a_1_0_to_it() {
+    world(WORK).await.nevermined_lifecycle("/nv").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_agent_as_a_nevermined_endpoint_speaking_a2a_0_3_to_it() {
+    world(WORK).await.nevermined_lifecycle("/nv03").await;
+}
+
+// ------------------------------------------------ the SDK's agent behind a MIP-003 face
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_agent_as_a_mip003_service_asks_for_input_completes_and_fails() {
+    let w = world(WORK).await;
+    let sub = "mip-user";
+    w.grant(sub, 10).await;
+    let start = |text: &'static str| {
+        let w = &w;
+        async move {
+            let (status, v) = w
+                .call(
+                    reqwest::Method::POST,
+                    "/job/start_job",
+                    sub,
+                    Some(json!({"identifier_from_purchaser": "aabbccddeeff0011", "input_data": {"text": text}})),
+                )
+                .await;
+            assert_eq!(status, 200, "{v}");
+            v["job_id"].as_str().unwrap().to_string()
+        }
+    };
+    let status_of = |b: &Value| b["status"].as_str().unwrap_or("?").to_string();
+
+    let job = start("hello mode:input").await;
+    let path = format!("/job/status?job_id={job}");
+    let (seen, waiting) = w
+        .poll(&path, sub, status_of, |s| {
+            ["awaiting_input", "completed", "failed"].contains(&s)
+        })
+        .await;
+    // MIP-003 has no pending: a submitted A2A task is running.
+    assert_eq!(seen, ["running", "awaiting_input"], "{waiting}");
+    // The agent's question, and what to answer: the text of an A2A message.
+    assert_eq!(waiting["message"], "Please provide more", "{waiting}");
+    assert_eq!(
+        waiting["input_schema"]["input_data"][0]["id"], "text",
+        "{waiting}"
+    );
+    let (status, r) = w
+        .call(
+            reqwest::Method::POST,
+            "/job/provide_input",
+            sub,
+            Some(json!({"job_id": job, "status_id": waiting["id"], "input_data": {"text": "more please"}})),
+        )
+        .await;
+    assert_eq!(status, 200, "{r}");
+    let (_, done) = w
+        .poll(&path, sub, status_of, |s| {
+            ["completed", "failed"].contains(&s)
+        })
+        .await;
+    assert_eq!(
+        (done["status"].as_str(), done["result"].as_str()),
+        (Some("completed"), Some("HELLO MODE:INPUT more please")),
+        "{done}"
+    );
+
+    let bad = start("hello mode:fail").await;
+    let (_, failed) = w
+        .poll(&format!("/job/status?job_id={bad}"), sub, status_of, |s| {
+            ["completed", "failed"].contains(&s)
+        })
+        .await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    w.charged(sub, 10, 1).await;
+}
+
+// ------------------------------------------------ the SDK on both sides
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_client_reaches_the_sdk_agent_through_interlingua_in_every_version_pairing() {
+    let w = world(WORK).await;
+    for prefix in ["/sdk", "/sdk03"] {
+        let runs: Vec<(&str, &str)> = VERSIONS
+            .iter()
+            .flat_map(|v| {
+                [
+                    ("complete", *v),
+                    ("input", *v),
+                    ("fail", *v),
+                    ("stream_input", *v),
+                ]
+            })
+            .collect();
+        let outcomes = w.sdk_clients(prefix, &runs).await;
+        for ((scenario, version), o) in runs.iter().zip(&outcomes) {
+            let ctx = format!("{prefix} {scenario} {version}");
+            let (captured, messages) = match *scenario {
+                "complete" => {
+                    o.assert_ran(&[SUBMITTED, WORKING, COMPLETED]);
+                    assert_eq!(o.out["artifact_text"], "HELLO WORLD", "{ctx}: {o}");
+                    (1, json!([]))
+                }
+                "fail" => {
+                    o.assert_ran(&[SUBMITTED, WORKING, FAILED]);
+                    (0, json!(["the agent failed on purpose"]))
+                }
+                _ => {
+                    o.assert_ran(&[SUBMITTED, WORKING, INPUT_REQUIRED, WORKING, COMPLETED]);
+                    assert_eq!(
+                        o.out["artifact_text"], "HELLO MODE:INPUT more please",
+                        "{ctx}: {o}"
+                    );
+                    (1, json!(["Please provide more"]))
+                }
+            };
+            assert_eq!(o.out["status_messages"], messages, "{ctx}: {o}");
+            w.charged(&subject(prefix, scenario, version), 5, captured)
+                .await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_client_cancels_a_running_task_on_the_sdk_agent_through_interlingua() {
+    let w = world(SLOW_WORK).await;
+    let runs: Vec<(&str, &str)> = VERSIONS.iter().map(|v| ("cancel", *v)).collect();
+    let outcomes = w.sdk_clients("/sdk", &runs).await;
+    for ((scenario, version), o) in runs.iter().zip(&outcomes) {
+        o.assert_ran(&[SUBMITTED, WORKING, CANCELED]);
+        w.charged(&subject("/sdk", scenario, version), 5, 0).await;
+    }
+    // The cancels reached the agent: it has exactly these two tasks, both canceled.
+    let resp = w
+        .http
+        .post(format!("http://127.0.0.1:{}/", w.agent.port))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let v: Value = resp.json().await.unwrap();
+    let states: Vec<&Value> = v["result"]["tasks"]
+        .as_array()
+        .map(|t| t.iter().map(|t| &t["status"]["state"]).collect())
+        .unwrap_or_default();
+    assert_eq!(states, [CANCELED, CANCELED], "{v}");
+}

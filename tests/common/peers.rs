@@ -1,0 +1,178 @@
+//! Real third-party peers written in Python (`tests/peers/`), run from a virtualenv holding
+//! `tests/peers/requirements.txt`: `$INTERLINGUA_PEERS_PYTHON` if set (`.ci/run` may make one),
+//! otherwise one created under `target/peers-venv` on first use (needs `python3` with `venv`) and
+//! re-installed whenever the requirements file changes.
+//!
+//! A server peer ([`Peer`]) prints one line naming its port once it accepts connections and
+//! serves until its stdin closes or it is killed; a one-shot peer ([`run_script`]) prints its
+//! findings on stdout and exits. Every wait here has [`DEADLINE`] or a caller's deadline.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use super::DEADLINE;
+
+/// The repository's root.
+pub fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The Python of a virtualenv holding the peers' requirements, created on first use.
+///
+/// Tests of one binary run in parallel: the first caller builds the virtualenv while the others
+/// wait for it, so that two `pip install`s never race in one directory.
+pub fn peers_python() -> PathBuf {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    static BUILDING: Mutex<()> = Mutex::new(());
+    if let Some(p) = PYTHON.get() {
+        return p.clone();
+    }
+    let _building = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+    PYTHON.get_or_init(make_venv).clone()
+}
+
+fn make_venv() -> PathBuf {
+    if let Some(p) = std::env::var_os("INTERLINGUA_PEERS_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = root().join("target").join("peers-venv");
+    let python = venv.join("bin").join("python");
+    let requirements = root().join("tests/peers/requirements.txt");
+    let stamp = venv.join("requirements.txt");
+    let wanted = std::fs::read_to_string(&requirements).expect("requirements");
+    if python.exists() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
+        return python;
+    }
+    let status = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .expect(
+            "python3 is needed for the tests against real peers (Debian: python3 python3-venv)",
+        );
+    assert!(status.success(), "python3 -m venv failed");
+    let status = Command::new(&python)
+        .args(["-m", "pip", "install", "--quiet", "-r"])
+        .arg(&requirements)
+        .status()
+        .expect("pip");
+    assert!(
+        status.success(),
+        "installing the peers' requirements (tests/peers/requirements.txt) failed"
+    );
+    std::fs::write(&stamp, wanted).expect("stamp");
+    python
+}
+
+/// A Python server peer; killed when dropped.
+pub struct Peer {
+    child: Child,
+    // Held open: the peers exit when their stdin closes.
+    _stdin: Option<ChildStdin>,
+    /// The port it listens on, on 127.0.0.1.
+    pub port: u16,
+}
+
+impl Peer {
+    /// Starts `tests/peers/<script>` with `args` and `env` and waits (up to [`DEADLINE`]) for the
+    /// line that names its port: `PORT=<n>` (the Masumi peers) or `listening <n>` (the A2A agent).
+    /// Panics if the peer exits or says anything else first.
+    pub fn start(python: &Path, script: &str, args: &[&str], env: &[(&str, String)]) -> Peer {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut cmd = Command::new(python);
+        cmd.arg(root().join("tests/peers").join(script))
+            .args(args)
+            .current_dir(dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("start a Python peer");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let line = rx
+            .recv_timeout(DEADLINE)
+            .unwrap_or_else(|_| panic!("{script} did not report its port"));
+        let port = line
+            .strip_prefix("PORT=")
+            .or_else(|| line.strip_prefix("listening "))
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{script}: unexpected first line {line:?}"));
+        Peer {
+            child,
+            _stdin: stdin,
+            port,
+        }
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What a one-shot peer did.
+#[derive(Debug)]
+pub struct Ran {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `tests/peers/<script>` with `args` to its end and returns its output; kills it and
+/// panics if it is still running after `deadline`. Blocking: call it from `spawn_blocking`.
+pub fn run_script(python: &Path, script: &str, args: &[String], deadline: Duration) -> Ran {
+    let mut child = Command::new(python)
+        .arg(root().join("tests/peers").join(script))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start a Python peer");
+    let pid = child.id();
+    let read = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = read(Box::new(child.stdout.take().expect("piped stdout")));
+    let err = read(Box::new(child.stderr.take().expect("piped stderr")));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let status = match rx.recv_timeout(deadline) {
+        Ok(status) => status.expect("wait for a Python peer"),
+        Err(_) => {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let stderr = err.join().unwrap_or_default();
+            panic!("{script} {args:?} still running after {deadline:?}; stderr:\n{stderr}");
+        }
+    };
+    Ran {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    }
+}
