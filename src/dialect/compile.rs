@@ -121,14 +121,18 @@ fn entries<T: serde::de::DeserializeOwned>(
         p.at(Some(value.span()), path, "must be a table");
         return Vec::new();
     };
-    table
+    // In the order of the file: of several forms of an operation, the first one written is the
+    // one used unless another's `when` says otherwise.
+    let mut found: Vec<(Spanned<String>, T)> = table
         .iter()
         .filter_map(|(k, v)| {
             let name: &str = k.get_ref();
             let item = one::<T>(v, &format!("{path}.{name}"), p)?;
             Some((Spanned::new(k.span(), name.to_string()), item))
         })
-        .collect()
+        .collect();
+    found.sort_by_key(|(k, _)| k.span().start);
+    found
 }
 
 fn compile(raw: Raw, origin: &str, p: &mut Collector<'_>) -> Option<Mapping> {
@@ -1203,6 +1207,191 @@ path = "/x"
         assert_eq!(lines.len(), expected.len(), "{}", lines.join("\n"));
         for (got, want) in lines.iter().zip(expected) {
             assert!(got.starts_with(want), "\n got: {got}\nwant: {want}");
+        }
+    }
+
+    /// A mapping using the language's newer parts: forms, conditions, tables, `[request]`,
+    /// error status, streams, multi-call backs, sides and the fallback to a new task.
+    const FORMS: &str = r#"dialect = "forms"
+
+[vars]
+version = "2"
+
+[status]
+read = { new = "pending", busy = "running", ask = "awaiting_input", done = "completed", bad = "failed", gone = "cancelled" }
+emit = { pending = "new", running = "busy", awaiting_input = "ask", completed = "done", failed = "bad", cancelled = "gone" }
+
+[tables.code]
+emit = { task_not_found = -1 }
+emit_default = -99
+read = { "-1" = 404 }
+read_default = 500
+
+[request]
+fields = [{ json = "$.id", field = "request.rpc_id" }]
+
+[error]
+status = "if(error.status == 401, 401, 200)"
+fields = [{ json = "$.code", field = "error.code", table = "code", only = "emit" }]
+
+[calls.second]
+method = "POST"
+path = "/second/{id}"
+request = [{ param = "id", value = "task.id" }]
+
+[operations.create_task]
+method = "POST"
+path = "/rpc"
+match = [{ json = "$.method", equals = ["create"] }]
+then = ["second"]
+response = [{ json = "$.state", field = "task.status", table = "status" }]
+
+[operations.create_old]
+operation = "create_task"
+method = "POST"
+path = "/rpc"
+when = "var.version == '1'"
+match = [{ json = "$.method", equals = ["create"] }, { header = "X-Old", present = true }]
+
+[operations.stream]
+operation = "create_task"
+side = "front"
+method = "POST"
+path = "/rpc"
+match = [{ json = "$.method", equals = ["stream"] }]
+stream = { until = "settled", done = "[END]", frames = [{ when = "event.first", fields = [{ json = "$.first", value = "true" }] }] }
+
+[operations.provide_input]
+method = "POST"
+path = "/rpc"
+otherwise = "create_task"
+match = [{ json = "$.method", equals = ["create"] }, { json = "$.turn", not = [1, "1"] }, { json = "$.turn", present = true }]
+
+[operations.availability]
+side = "back"
+method = "GET"
+path = "/rpc"
+"#;
+
+    fn message(body: serde_json::Value, headers: &[(&str, &str)]) -> super::super::Message {
+        super::super::Message {
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..super::super::Message::with_body(body)
+        }
+    }
+
+    #[test]
+    fn forms_are_chosen_by_their_conditions_and_sides() {
+        let m = parse(FORMS, "forms.toml").unwrap();
+        let post = Method::POST;
+        let pick = |body: serde_json::Value, headers: &[(&str, &str)]| {
+            m.match_front(&post, "/rpc", &message(body, headers))
+                .map(|(o, _)| o.key.clone())
+        };
+        use serde_json::json;
+        assert_eq!(
+            pick(json!({"method": "create"}), &[]).as_deref(),
+            Some("create_task")
+        );
+        // More conditions that hold win.
+        assert_eq!(
+            pick(json!({"method": "create"}), &[("x-old", "1")]).as_deref(),
+            Some("create_old")
+        );
+        assert_eq!(
+            pick(json!({"method": "create", "turn": "2"}), &[]).as_deref(),
+            Some("provide_input")
+        );
+        // `not` compares loosely: the text "1" is the number 1.
+        assert_eq!(
+            pick(json!({"method": "create", "turn": "1"}), &[]).as_deref(),
+            Some("create_task")
+        );
+        assert_eq!(
+            pick(json!({"method": "stream"}), &[]).as_deref(),
+            Some("stream")
+        );
+        assert_eq!(pick(json!({"method": "nope"}), &[]), None);
+        // A back-only form serves no client; a front-only form is never called.
+        assert!(m
+            .match_front(&Method::GET, "/rpc", &super::super::Message::default())
+            .is_none());
+        assert_eq!(
+            m.op(Operation::Availability).map(|o| o.key.as_str()),
+            Some("availability")
+        );
+        let forms: Vec<&str> = m
+            .forms(Operation::CreateTask)
+            .map(|o| o.key.as_str())
+            .collect();
+        assert_eq!(forms, ["create_task", "create_old"]);
+        let create = m.op(Operation::CreateTask).unwrap();
+        assert_eq!(create.then.len(), 1);
+        assert_eq!(create.then[0].path.as_str(), "/second/{id}");
+        let stream = m.ops.iter().find(|o| o.key == "stream").unwrap();
+        let s = stream.stream.as_ref().unwrap();
+        assert_eq!(
+            (s.until, s.done.as_deref(), s.frames.len()),
+            (Until::Settled, Some("[END]"), 1)
+        );
+        assert_eq!(
+            m.ops
+                .iter()
+                .find(|o| o.key == "provide_input")
+                .unwrap()
+                .otherwise
+                .as_deref(),
+            Some("create_task")
+        );
+    }
+
+    #[test]
+    fn tables_translate_both_ways_with_defaults() {
+        use serde_json::json;
+        let m = parse(FORMS, "forms.toml").unwrap();
+        let code = &m.tables["code"];
+        assert_eq!(code.emit(&json!("task_not_found"), None), Some(json!(-1)));
+        assert_eq!(code.emit(&json!("other"), None), Some(json!(-99)));
+        assert_eq!(code.read(&json!(-1)), Some((json!(404), None)));
+        assert_eq!(code.read(&json!(-7)), Some((json!(500), None)));
+        let status = m.status_table().unwrap();
+        assert_eq!(
+            status.read(&json!("ask")),
+            Some((json!("awaiting_input"), None))
+        );
+        assert_eq!(status.read(&json!("??")), None);
+        assert!(m.error_status.is_some());
+        assert!(m.request.is_some());
+    }
+
+    #[test]
+    fn references_the_new_parts_make_are_checked() {
+        let broken = FORMS
+            .replace("then = [\"second\"]", "then = [\"third\"]")
+            .replace(
+                "otherwise = \"create_task\"",
+                "otherwise = \"availability\"",
+            )
+            .replace("side = \"back\"", "side = \"sideways\"")
+            .replace("table = \"code\"", "table = \"codes\"")
+            .replace("until = \"settled\"", "until = \"never\"");
+        let problems = parse(&broken, "forms.toml").unwrap_err();
+        let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        for expected in [
+            "no table named `codes`; the mapping has: code, status",
+            "no call named `third` in [calls]",
+            "`never` is not `terminal` or `settled`",
+            "`sideways` is not `front` or `back`",
+            "`availability` is not a create_task form of this mapping",
+        ] {
+            assert!(
+                text.iter().any(|t| t.contains(expected)),
+                "missing `{expected}` in:\n{}",
+                text.join("\n")
+            );
         }
     }
 }
