@@ -17,15 +17,15 @@
 mod common;
 
 use std::fmt;
-use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Once;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::money::{paid_config, paid_route, Admin};
 use common::peers::{peers_python, run_script, Peer};
-use common::{client, config, Proxy, DEADLINE};
-use interlingua::sample::{self, Options};
-use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use common::secrets::token;
+use common::wait::states;
+use common::{client, sample_agent, status_and_json, Proxy, DEADLINE};
+use interlingua::sample;
 use serde_json::{json, Value};
 
 /// How long a task takes on either agent in most tests: long enough that every state lasts
@@ -34,10 +34,6 @@ const WORK: Duration = Duration::from_millis(1200);
 /// How long a task takes where a test cancels it while it runs: the SDK's agent works for the
 /// second half of it, and the client cancels as soon as it sees that.
 const SLOW_WORK: Duration = Duration::from_secs(4);
-const HS_ENV: &str = "INTERLINGUA_TEST_A2A_SDK_HS_SECRET";
-const HS_SECRET: &str = "a2a-sdk-test-secret-a2a-sdk-test-secret";
-const ADMIN_ENV: &str = "INTERLINGUA_TEST_A2A_SDK_ADMIN_TOKEN";
-const ADMIN_TOKEN: &str = "a2a-sdk-admin-token";
 const DID: &str = "did:nv:5392e8cdc5addec2b7384072fda166d42a5d4ab96ae6d311f516b6b324f24cec";
 
 const SUBMITTED: &str = "TASK_STATE_SUBMITTED";
@@ -49,26 +45,6 @@ const CANCELED: &str = "TASK_STATE_CANCELED";
 
 /// Both versions of the protocol the SDK's client speaks.
 const VERSIONS: [&str; 2] = ["1.0", "0.3"];
-
-fn env() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        std::env::set_var(HS_ENV, HS_SECRET);
-        std::env::set_var(ADMIN_ENV, ADMIN_TOKEN);
-    });
-}
-
-fn token(sub: &str) -> String {
-    let now = chrono::Utc::now().timestamp();
-    let mut h = Header::new(Algorithm::HS256);
-    h.kid = Some("dev".into());
-    jsonwebtoken::encode(
-        &h,
-        &json!({"sub": sub, "plan": "gold", "iat": now, "exp": now + 3600}),
-        &EncodingKey::from_secret(HS_SECRET.as_bytes()),
-    )
-    .unwrap()
-}
 
 /// The real peers and a proxy with these routes, each needing a token of plan `gold`, a task
 /// holding 1 credit and costing 1:
@@ -83,6 +59,7 @@ fn token(sub: &str) -> String {
 /// | `/job` | mip003 | a2a 1.0, the SDK's agent |
 struct World {
     proxy: Proxy,
+    admin: Admin,
     http: reqwest::Client,
     python: PathBuf,
     agent: Peer,
@@ -90,7 +67,6 @@ struct World {
 
 /// Starts the world with agents whose tasks take `work`.
 async fn world(work: Duration) -> World {
-    env();
     let python = tokio::task::spawn_blocking(peers_python).await.unwrap();
     let seconds = format!("{}", work.as_secs_f64());
     let p = python.clone();
@@ -104,15 +80,9 @@ async fn world(work: Duration) -> World {
     })
     .await
     .unwrap();
-    let mip = mip003_agent(work).await;
+    let mip = sample_agent(sample::mip003::serve, work).await;
     let mut rest = format!(
         r#"
-[auth]
-[[auth.keys]]
-id = "dev"
-type = "hmac"
-secret_env = "{HS_ENV}"
-
 [[upstreams]]
 name = "mip"
 address = "{mip}"
@@ -146,40 +116,23 @@ read_timeout = "5s"
         ("job", "sdk", "mip003", "a2a", ""),
     ];
     for (name, upstream, front, back, extra) in routes {
-        rest.push_str(&format!(
-            r#"
-[[routes]]
-name = "{name}"
-match = {{ path_prefix = "/{name}" }}
-upstream = "{upstream}"
-front = "{front}"
-back = "{back}"
-auth = true
-plans = ["gold"]
-price = {{ hold = 1, step = 1 }}
-poll_interval = "50ms"
-poll_max_interval = "200ms"
-sync_timeout = "10s"
-{extra}
-"#
+        rest.push_str(&paid_route(
+            name,
+            &format!("/{name}"),
+            upstream,
+            front,
+            back,
+            &format!("sync_timeout = \"10s\"\n{extra}"),
         ));
     }
-    let admin = format!("[admin]\naddress = \"127.0.0.1:0\"\ntoken_env = \"{ADMIN_ENV}\"\n");
-    // `config` writes its own [admin]; ours replaces it.
-    let text = config("", &rest).replace("[admin]\naddress = \"127.0.0.1:0\"\n", &admin);
+    let proxy = Proxy::start(&paid_config(&rest));
     World {
-        proxy: Proxy::start(&text),
+        admin: Admin::new(&proxy),
+        proxy,
         http: client(),
         python,
         agent,
     }
-}
-
-async fn mip003_agent(work: Duration) -> SocketAddr {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(sample::mip003::serve(l, Options { work }));
-    addr
 }
 
 /// What one run of the SDK's client reported.
@@ -296,55 +249,12 @@ impl World {
     async fn sdk_clients(&self, prefix: &str, runs: &[(&str, &str)]) -> Vec<Outcome> {
         let subjects: Vec<String> = runs.iter().map(|(s, v)| subject(prefix, s, v)).collect();
         for sub in &subjects {
-            self.grant(sub, 5).await;
+            self.admin.grant(sub, 5).await;
         }
         futures_util::future::join_all(runs.iter().zip(&subjects).map(
             |((scenario, version), sub)| self.sdk_client(prefix, scenario, version, Some(sub)),
         ))
         .await
-    }
-
-    async fn grant(&self, subject: &str, amount: u64) {
-        let resp = self
-            .http
-            .post(self.proxy.admin_url("/credits/grant"))
-            .bearer_auth(ADMIN_TOKEN)
-            .json(&json!({"plan": "gold", "subject": subject, "amount": amount}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200);
-    }
-
-    /// Asserts the subject, granted `granted`, was charged `captured` in all, once nothing is
-    /// held any more (every task has ended and settled).
-    async fn charged(&self, subject: &str, granted: i64, captured: i64) {
-        let started = Instant::now();
-        loop {
-            let b: Value = self
-                .http
-                .get(
-                    self.proxy
-                        .admin_url(&format!("/credits/balance?plan=gold&subject={subject}")),
-                )
-                .bearer_auth(ADMIN_TOKEN)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            if b["held"] == 0 {
-                assert_eq!(
-                    (b["granted"].as_i64(), b["captured"].as_i64()),
-                    (Some(granted), Some(captured)),
-                    "{subject}: {b}"
-                );
-                return;
-            }
-            assert!(started.elapsed() < DEADLINE, "{subject} never settled: {b}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
     }
 
     /// A request as `subject`; the status and the JSON body.
@@ -362,40 +272,24 @@ impl World {
         if let Some(b) = body {
             req = req.json(&b);
         }
-        let resp = req.send().await.unwrap();
-        let status = resp.status().as_u16();
-        let text = resp.text().await.unwrap();
-        let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
-        (status, v)
+        status_and_json(req.send().await.unwrap()).await
     }
 
-    /// GETs `path` until `done` holds for its body, within the deadline; every value of `field`
-    /// seen on the way (consecutive repeats collapsed), and the last body.
+    /// GETs `path` until `field` of its body is one of `until`, within the deadline; every value
+    /// of `field` seen on the way (consecutive repeats collapsed), and the last body.
     async fn poll(
         &self,
         path: &str,
         subject: &str,
         field: impl Fn(&Value) -> String,
-        done: impl Fn(&str) -> bool,
+        until: &[&str],
     ) -> (Vec<String>, Value) {
-        let started = Instant::now();
-        let mut seen: Vec<String> = Vec::new();
-        loop {
+        states(path, until, || async {
             let (status, body) = self.call(reqwest::Method::GET, path, subject, None).await;
             assert_eq!(status, 200, "{path}: {body}");
-            let value = field(&body);
-            if seen.last() != Some(&value) {
-                seen.push(value.clone());
-            }
-            if done(&value) {
-                return (seen, body);
-            }
-            assert!(
-                started.elapsed() < DEADLINE,
-                "{path}: stuck after {seen:?}; last: {body}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            (field(&body), body)
+        })
+        .await
     }
 }
 
@@ -427,7 +321,9 @@ async fn sdk_client_polls_and_blocks_on_a_mip003_task_to_completion_and_pays_one
         }
         assert_eq!(o.out["artifact_text"], "HELLO WORLD", "{o}");
         assert_eq!(o.out["task_id"], o.out["context_id"], "{o}");
-        w.charged(&subject("/mip", scenario, version), 5, 1).await;
+        w.admin
+            .charged(&subject("/mip", scenario, version), 5, 1)
+            .await;
     }
 }
 
@@ -448,7 +344,9 @@ async fn sdk_client_answers_the_input_request_of_a_mip003_agent_and_pays_one_cre
             json!(["The agent needs more input: More details"]),
             "{o}"
         );
-        w.charged(&subject("/mip", scenario, version), 5, 1).await;
+        w.admin
+            .charged(&subject("/mip", scenario, version), 5, 1)
+            .await;
     }
 }
 
@@ -460,7 +358,9 @@ async fn sdk_client_sees_a_failed_mip003_task_and_pays_nothing() {
     for ((scenario, version), o) in runs.iter().zip(&outcomes) {
         o.assert_ran(&[SUBMITTED, WORKING, FAILED]);
         assert_eq!(o.out["artifact_text"], Value::Null, "{o}");
-        w.charged(&subject("/mip", scenario, version), 5, 0).await;
+        w.admin
+            .charged(&subject("/mip", scenario, version), 5, 0)
+            .await;
     }
 }
 
@@ -516,7 +416,9 @@ async fn sdk_client_streams_a_mip003_task_and_its_input_round_in_both_versions()
             "{o}"
         );
         assert_eq!(o.out["artifact_text"], result, "{o}");
-        w.charged(&subject("/mip", scenario, version), 5, 1).await;
+        w.admin
+            .charged(&subject("/mip", scenario, version), 5, 1)
+            .await;
     }
 }
 
@@ -527,7 +429,9 @@ async fn sdk_client_cancels_a_running_mip003_task_and_pays_nothing() {
     let outcomes = w.sdk_clients("/mip", &runs).await;
     for ((scenario, version), o) in runs.iter().zip(&outcomes) {
         o.assert_ran(&[SUBMITTED, WORKING, CANCELED]);
-        w.charged(&subject("/mip", scenario, version), 5, 0).await;
+        w.admin
+            .charged(&subject("/mip", scenario, version), 5, 0)
+            .await;
     }
 }
 
@@ -535,7 +439,7 @@ async fn sdk_client_cancels_a_running_mip003_task_and_pays_nothing() {
 async fn sdk_client_is_refused_without_a_token_or_credits_and_an_unknown_task_is_not_found() {
     let w = world(WORK).await;
     let lost = subject("/mip", "unknown_task", "1.0");
-    w.grant(&lost, 5).await;
+    w.admin.grant(&lost, 5).await;
     let (unknown, anonymous, broke) = tokio::join!(
         w.sdk_client("/mip", "unknown_task", "1.0", Some(&lost)),
         w.sdk_client("/mip", "complete", "1.0", None),
@@ -565,7 +469,7 @@ async fn sdk_client_is_refused_without_a_token_or_credits_and_an_unknown_task_is
     refused(&anonymous, "401");
     // No credits: the hold cannot be taken, 402, and no task exists.
     refused(&broke, "402");
-    w.charged(&lost, 5, 0).await;
+    w.admin.charged(&lost, 5, 0).await;
 }
 
 // ------------------------------------------------ the SDK's agent behind a Nevermined face
@@ -593,7 +497,7 @@ impl World {
             path,
             subject,
             |b| b["task"]["task_status"].as_str().unwrap_or("?").to_string(),
-            |s| until.contains(&s),
+            until,
         )
         .await
     }
@@ -602,7 +506,7 @@ impl World {
     /// fails, on the Nevermined route at `prefix`; one credit per completed task.
     async fn nevermined_lifecycle(&self, prefix: &str) {
         let sub = format!("nv-user{}", prefix.replace('/', "-"));
-        self.grant(&sub, 10).await;
+        self.admin.grant(&sub, 10).await;
         let tasks = format!("{prefix}/api/v1/agents/{DID}/tasks");
 
         let ok = self.nv_create(prefix, &sub, "hello world").await;
@@ -673,7 +577,7 @@ impl World {
         let last = failed["steps"].as_array().unwrap().last().unwrap().clone();
         assert_eq!(last["step_status"], "Failed", "{prefix}: {failed}");
 
-        self.charged(&sub, 10, 2).await;
+        self.admin.charged(&sub, 10, 2).await;
     }
 }
 
@@ -693,7 +597,7 @@ async fn sdk_agent_as_a_nevermined_endpoint_speaking_a2a_0_3_to_it() {
 async fn sdk_agent_as_a_mip003_service_asks_for_input_completes_and_fails() {
     let w = world(WORK).await;
     let sub = "mip-user";
-    w.grant(sub, 10).await;
+    w.admin.grant(sub, 10).await;
     let start = |text: &'static str| {
         let w = &w;
         async move {
@@ -714,9 +618,12 @@ async fn sdk_agent_as_a_mip003_service_asks_for_input_completes_and_fails() {
     let job = start("hello mode:input").await;
     let path = format!("/job/status?job_id={job}");
     let (seen, waiting) = w
-        .poll(&path, sub, status_of, |s| {
-            ["awaiting_input", "completed", "failed"].contains(&s)
-        })
+        .poll(
+            &path,
+            sub,
+            status_of,
+            &["awaiting_input", "completed", "failed"],
+        )
         .await;
     // MIP-003 has no pending: a submitted A2A task is running.
     assert_eq!(seen, ["running", "awaiting_input"], "{waiting}");
@@ -736,9 +643,7 @@ async fn sdk_agent_as_a_mip003_service_asks_for_input_completes_and_fails() {
         .await;
     assert_eq!(status, 200, "{r}");
     let (_, done) = w
-        .poll(&path, sub, status_of, |s| {
-            ["completed", "failed"].contains(&s)
-        })
+        .poll(&path, sub, status_of, &["completed", "failed"])
         .await;
     assert_eq!(
         (done["status"].as_str(), done["result"].as_str()),
@@ -748,12 +653,15 @@ async fn sdk_agent_as_a_mip003_service_asks_for_input_completes_and_fails() {
 
     let bad = start("hello mode:fail").await;
     let (_, failed) = w
-        .poll(&format!("/job/status?job_id={bad}"), sub, status_of, |s| {
-            ["completed", "failed"].contains(&s)
-        })
+        .poll(
+            &format!("/job/status?job_id={bad}"),
+            sub,
+            status_of,
+            &["completed", "failed"],
+        )
         .await;
     assert_eq!(failed["status"], "failed", "{failed}");
-    w.charged(sub, 10, 1).await;
+    w.admin.charged(sub, 10, 1).await;
 }
 
 // ------------------------------------------------ the SDK on both sides
@@ -796,7 +704,8 @@ async fn sdk_client_reaches_the_sdk_agent_through_interlingua_in_every_version_p
                 }
             };
             assert_eq!(o.out["status_messages"], messages, "{ctx}: {o}");
-            w.charged(&subject(prefix, scenario, version), 5, captured)
+            w.admin
+                .charged(&subject(prefix, scenario, version), 5, captured)
                 .await;
         }
     }
@@ -809,7 +718,9 @@ async fn sdk_client_cancels_a_running_task_on_the_sdk_agent_through_interlingua(
     let outcomes = w.sdk_clients("/sdk", &runs).await;
     for ((scenario, version), o) in runs.iter().zip(&outcomes) {
         o.assert_ran(&[SUBMITTED, WORKING, CANCELED]);
-        w.charged(&subject("/sdk", scenario, version), 5, 0).await;
+        w.admin
+            .charged(&subject("/sdk", scenario, version), 5, 0)
+            .await;
     }
     // The cancels reached the agent: it has exactly these two tasks, both canceled.
     let resp = w

@@ -9,6 +9,7 @@ use std::sync::{Arc, Once, OnceLock};
 use std::time::Instant;
 
 use base64::Engine as _;
+use common::secrets::{set_env, HS_ENV, HS_SECRET};
 use common::{client, config, full, Proxy, Upstream, DEADLINE};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use rsa::pkcs1::EncodeRsaPublicKey;
@@ -16,8 +17,6 @@ use rsa::pkcs8::{EncodePrivateKey, EncodePublicKey, LineEnding};
 use rsa::traits::PublicKeyParts;
 use serde_json::{json, Value};
 
-const HS_ENV: &str = "INTERLINGUA_TEST_AUTH_HS_SECRET";
-const HS_SECRET: &str = "a-test-secret-that-is-long-enough-for-hs256";
 const ISSUER: &str = "interlingua-test";
 const AUDIENCE: &str = "agents";
 
@@ -34,8 +33,7 @@ struct Keys {
 
 fn keys() -> &'static Keys {
     static K: OnceLock<Keys> = OnceLock::new();
-    static ENV: Once = Once::new();
-    ENV.call_once(|| std::env::set_var(HS_ENV, HS_SECRET));
+    set_env();
     K.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
         let mut rng = rand::thread_rng();
@@ -102,9 +100,9 @@ algorithms = ["EdDSA"]
     )
 }
 
-/// A proxy with one passthrough route that needs a token with plan `gold`, and the upstream.
-async fn protected(extra_keys: &str) -> (Proxy, Upstream) {
-    let upstream = Upstream::start(|req: hyper::Request<hyper::body::Incoming>| async move {
+/// An upstream answering every request with the request's headers, as a JSON object.
+async fn header_echo() -> Upstream {
+    Upstream::start(|req: hyper::Request<hyper::body::Incoming>| async move {
         let headers: serde_json::Map<String, Value> = req
             .headers()
             .iter()
@@ -115,7 +113,12 @@ async fn protected(extra_keys: &str) -> (Proxy, Upstream) {
             .body(full(serde_json::to_vec(&headers).unwrap()))
             .unwrap()
     })
-    .await;
+    .await
+}
+
+/// A proxy with one passthrough route that needs a token with plan `gold`, and the upstream.
+async fn protected(extra_keys: &str) -> (Proxy, Upstream) {
+    let upstream = header_echo().await;
     keys();
     let proxy = Proxy::start(&config(
         "",
@@ -511,18 +514,7 @@ async fn the_agent_gets_the_routes_own_credential_and_the_verified_identity() {
     keys();
     static ONCE: Once = Once::new();
     ONCE.call_once(|| std::env::set_var(AGENT_CRED_ENV, "agent-secret-42"));
-    let upstream = Upstream::start(|req: hyper::Request<hyper::body::Incoming>| async move {
-        let headers: serde_json::Map<String, Value> = req
-            .headers()
-            .iter()
-            .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap_or(""))))
-            .collect();
-        hyper::Response::builder()
-            .status(200)
-            .body(full(serde_json::to_vec(&headers).unwrap()))
-            .unwrap()
-    })
-    .await;
+    let upstream = header_echo().await;
     let proxy = Proxy::start(&config(
         "",
         &format!(

@@ -2,25 +2,16 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::process::{interlingua, Served};
 use common::{client, one_route, Upstream, DEADLINE};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tokio::sync::Notify;
-
-fn interlingua() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_interlingua"));
-    // The default config's development key reads its secret from here.
-    cmd.env_remove("RUST_LOG")
-        .env("INTERLINGUA_DEV_SECRET", "cli-test-secret");
-    cmd
-}
 
 fn run(args: &[&str]) -> Output {
     interlingua().args(args).output().expect("run interlingua")
@@ -180,12 +171,6 @@ fn serve_refuses_to_start_on_a_bad_config() {
     assert!(err.contains("nothing was started"), "{err}");
 }
 
-/// A `serve` child process, with the addresses it reported.
-struct Served {
-    child: Child,
-    proxy: SocketAddr,
-}
-
 /// The standard test config, with its data directory relative to where `serve` runs.
 fn test_config(server: &str, rest: &str) -> String {
     common::config(server, rest).replace("{data_dir}", "data")
@@ -195,34 +180,11 @@ fn serve(config: &str, dir: &Path) -> Served {
     serve_with_stderr(config, dir, Stdio::null())
 }
 
+/// Runs `interlingua serve` in `dir` on `config`, written to `dir/serve.toml`.
 fn serve_with_stderr(config: &str, dir: &Path, stderr: Stdio) -> Served {
     let file = dir.join("serve.toml");
     std::fs::write(&file, config).unwrap();
-    let mut child = interlingua()
-        .args(["serve", "-c", file.to_str().unwrap()])
-        .current_dir(dir)
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
-        .unwrap();
-    // The ready line is the signal that the listeners are bound.
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let line = rx
-        .recv_timeout(DEADLINE)
-        .expect("serve printed its ready line");
-    let proxy = line
-        .strip_prefix("interlingua ready: proxy ")
-        .and_then(|rest| rest.split(' ').next())
-        .unwrap_or_else(|| panic!("unexpected ready line: {line}"))
-        .parse()
-        .unwrap();
-    Served { child, proxy }
+    common::process::serve(&file, stderr)
 }
 
 fn wait_exit(child: &mut Child) -> std::process::ExitStatus {

@@ -4,163 +4,31 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::Once;
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
-use common::{client, config, Proxy, Upstream, DEADLINE};
+use common::money::{paid_config, paid_route, Admin};
+use common::process::{interlingua, serve};
+use common::secrets::{auth_table, token, ADMIN_TOKEN};
+use common::wait::eventually;
+use common::{client, config, sample_agent, Proxy, Upstream};
 use interlingua::credits::Account;
-use interlingua::sample::{self, Options};
+use interlingua::sample;
 use interlingua::task::{SqliteStore, TaskStore};
-use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{json, Value};
 
-const HS_ENV: &str = "INTERLINGUA_TEST_CREDITS_HS_SECRET";
-const HS_SECRET: &str = "credits-test-secret-credits-test-secret";
-const ADMIN_ENV: &str = "INTERLINGUA_TEST_CREDITS_ADMIN_TOKEN";
-const ADMIN_TOKEN: &str = "admin-token-for-tests";
 const DID: &str = "did:nv:0000000000000000000000000000000000000000000000000000000000000003";
 
-fn env() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        std::env::set_var(HS_ENV, HS_SECRET);
-        std::env::set_var(ADMIN_ENV, ADMIN_TOKEN);
-    });
-}
-
-fn token(sub: &str, plan: &str) -> String {
-    let now = chrono::Utc::now().timestamp();
-    let mut h = Header::new(Algorithm::HS256);
-    h.kid = Some("dev".into());
-    jsonwebtoken::encode(
-        &h,
-        &json!({"sub": sub, "plan": plan, "iat": now, "exp": now + 3600}),
-        &EncodingKey::from_secret(HS_SECRET.as_bytes()),
-    )
-    .unwrap()
-}
-
-async fn mip003_agent(work: Duration) -> SocketAddr {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(sample::mip003::serve(l, Options { work }));
-    addr
-}
-
-const AUTH: &str = r#"
-[auth]
-[[auth.keys]]
-id = "dev"
-type = "hmac"
-secret_env = "INTERLINGUA_TEST_CREDITS_HS_SECRET"
-"#;
-
-/// A priced Nevermined-front route to a MIP-003 agent: each task holds 1 credit and costs 1.
+/// A priced Nevermined-front route `paid` to a MIP-003 agent (upstream `mip`): each task holds 1
+/// credit and costs 1. The data directory is `data_dir`.
 fn priced(agent: SocketAddr, data_dir: &str) -> String {
-    format!(
-        r#"[server]
-data_dir = "{data_dir}"
-threads = 2
-[admin]
-address = "127.0.0.1:0"
-token_env = "{ADMIN_ENV}"
-[[listeners]]
-address = "127.0.0.1:0"
-{AUTH}
-[[upstreams]]
-name = "mip"
-address = "{agent}"
-read_timeout = "5s"
-
-[[routes]]
-name = "paid"
-match = {{ path_prefix = "/" }}
-upstream = "mip"
-front = "nevermined"
-back = "mip003"
-auth = true
-plans = ["gold"]
-price = {{ hold = 1, step = 1 }}
-poll_interval = "50ms"
-poll_max_interval = "200ms"
-"#
-    )
-}
-
-struct Admin {
-    base: String,
-    http: reqwest::Client,
-}
-
-impl Admin {
-    fn new(proxy: &Proxy) -> Admin {
-        Admin {
-            base: proxy.admin_url(""),
-            http: client(),
-        }
-    }
-
-    async fn grant(&self, subject: &str, amount: u64) -> Value {
-        let resp = self
-            .http
-            .post(format!("{}/credits/grant", self.base))
-            .bearer_auth(ADMIN_TOKEN)
-            .json(&json!({"plan": "gold", "subject": subject, "amount": amount, "note": "test"}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200);
-        resp.json().await.unwrap()
-    }
-
-    async fn balance(&self, subject: &str) -> Value {
-        self.http
-            .get(format!(
-                "{}/credits/balance?plan=gold&subject={subject}",
-                self.base
-            ))
-            .bearer_auth(ADMIN_TOKEN)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
-    }
-
-    async fn history(&self, subject: &str) -> Vec<Value> {
-        let v: Value = self
-            .http
-            .get(format!(
-                "{}/credits/history?plan=gold&subject={subject}&limit=1000",
-                self.base
-            ))
-            .bearer_auth(ADMIN_TOKEN)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        v["rows"].as_array().unwrap().clone()
-    }
-
-    /// Waits until nothing is held any more (every task has ended and settled).
-    async fn settled(&self, subject: &str) -> Value {
-        let started = Instant::now();
-        loop {
-            let b = self.balance(subject).await;
-            if b["held"] == 0 {
-                return b;
-            }
-            assert!(started.elapsed() < DEADLINE * 3, "never settled: {b}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
+    let route = paid_route("paid", "/", "mip", "nevermined", "mip003", "");
+    paid_config(&format!(
+        "[[upstreams]]\nname = \"mip\"\naddress = \"{agent}\"\nread_timeout = \"5s\"\n{route}"
+    ))
+    .replace("{data_dir}", data_dir)
 }
 
 async fn create(proxy: &Proxy, bearer: &str, body: Value) -> reqwest::Response {
@@ -185,14 +53,13 @@ async fn assert_recomputes(data_dir: &Path, subject: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn of_200_concurrent_tasks_exactly_the_50_the_balance_covers_are_accepted() {
-    env();
-    let agent = mip003_agent(Duration::from_millis(200)).await;
+    let agent = sample_agent(sample::mip003::serve, Duration::from_millis(200)).await;
     let proxy = Proxy::start(&priced(agent, "{data_dir}"));
     let admin = Admin::new(&proxy);
     let granted = admin.grant("alice", 50).await;
     assert_eq!(granted["available"], 50);
 
-    let bearer = token("alice", "gold");
+    let bearer = token("alice");
     let attempts: Vec<_> = (0..200)
         .map(|i| {
             let url = proxy.url(&format!("/api/v1/agents/{DID}/tasks"));
@@ -270,12 +137,11 @@ async fn of_200_concurrent_tasks_exactly_the_50_the_balance_covers_are_accepted(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_polled_100_times_is_captured_once() {
-    env();
-    let agent = mip003_agent(Duration::from_millis(300)).await;
+    let agent = sample_agent(sample::mip003::serve, Duration::from_millis(300)).await;
     let proxy = Proxy::start(&priced(agent, "{data_dir}"));
     let admin = Admin::new(&proxy);
     admin.grant("bob", 5).await;
-    let bearer = token("bob", "gold");
+    let bearer = token("bob");
     let created: Value = create(&proxy, &bearer, json!({"input_query": "count me once"}))
         .await
         .json()
@@ -332,7 +198,7 @@ async fn a_step_polled_100_times_is_captured_once() {
     // Another subject cannot see bob's task.
     let other = http
         .get(&path)
-        .bearer_auth(token("mallory", "gold"))
+        .bearer_auth(token("mallory"))
         .send()
         .await
         .unwrap();
@@ -341,14 +207,13 @@ async fn a_step_polled_100_times_is_captured_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_task_charges_nothing() {
-    env();
-    let agent = mip003_agent(Duration::from_millis(200)).await;
+    let agent = sample_agent(sample::mip003::serve, Duration::from_millis(200)).await;
     let proxy = Proxy::start(&priced(agent, "{data_dir}"));
     let admin = Admin::new(&proxy);
     admin.grant("carol", 3).await;
     let resp = create(
         &proxy,
-        &token("carol", "gold"),
+        &token("carol"),
         json!({"input_query": "x", "input_additional": {"mode": "fail"}}),
     )
     .await;
@@ -367,38 +232,6 @@ async fn a_failing_task_charges_nothing() {
         .collect();
     assert_eq!(kinds, ["release", "hold", "grant"]);
     assert_recomputes(&proxy.data_dir(), "carol").await;
-}
-
-fn interlingua() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_interlingua"));
-    cmd.env_remove("RUST_LOG")
-        .env(HS_ENV, HS_SECRET)
-        .env(ADMIN_ENV, ADMIN_TOKEN);
-    cmd
-}
-
-/// Starts `interlingua serve`; returns the process and its proxy address.
-fn serve(config: &Path) -> (Child, SocketAddr) {
-    let mut child = interlingua()
-        .args(["serve", "-c", config.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let line = rx.recv_timeout(DEADLINE).expect("ready line");
-    let addr = line
-        .strip_prefix("interlingua ready: proxy ")
-        .and_then(|r| r.split(' ').next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("{line}"));
-    (child, addr)
 }
 
 fn cli_balance(config: &Path, subject: &str) -> Value {
@@ -423,10 +256,23 @@ fn cli_balance(config: &Path, subject: &str) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// The subject's balance, as `interlingua credits balance` reads it, once nothing is held any
+/// more.
+async fn cli_settled(config: &Path, subject: &str) -> Value {
+    eventually(&format!("{subject} to settle"), || async {
+        let b = cli_balance(config, subject);
+        if b["held"] == 0 {
+            Ok(b)
+        } else {
+            Err(b)
+        }
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_running_when_the_proxy_is_killed_settle_exactly_once_after_a_restart() {
-    env();
-    let agent = mip003_agent(Duration::from_millis(1500)).await;
+    let agent = sample_agent(sample::mip003::serve, Duration::from_millis(1500)).await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("interlingua.toml");
     std::fs::write(
@@ -455,8 +301,9 @@ async fn tasks_running_when_the_proxy_is_killed_settle_exactly_once_after_a_rest
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let (mut first, addr) = serve(&file);
-    let bearer = token("dave", "gold");
+    let first = serve(&file, Stdio::null());
+    let addr = first.proxy;
+    let bearer = token("dave");
     let http = client();
     for i in 0..5 {
         let resp = http
@@ -469,26 +316,13 @@ async fn tasks_running_when_the_proxy_is_killed_settle_exactly_once_after_a_rest
         assert_eq!(resp.status(), 201);
     }
     // Killed mid-flight: no graceful anything.
-    first.kill().unwrap();
-    first.wait().unwrap();
+    first.kill();
     let during = cli_balance(&file, "dave");
     assert_eq!(during["held"], 5, "{during}");
 
-    let (mut second, _) = serve(&file);
-    let started = Instant::now();
-    let settled = loop {
-        let b = cli_balance(&file, "dave");
-        if b["held"] == 0 {
-            break b;
-        }
-        assert!(
-            started.elapsed() < DEADLINE * 3,
-            "never settled after the restart: {b}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    second.kill().unwrap();
-    second.wait().unwrap();
+    let second = serve(&file, Stdio::null());
+    let settled = cli_settled(&file, "dave").await;
+    second.kill();
     assert_eq!(
         (settled["captured"].as_i64(), settled["available"].as_i64()),
         (Some(5), Some(5)),
@@ -514,16 +348,16 @@ async fn tasks_running_when_the_proxy_is_killed_settle_exactly_once_after_a_rest
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_over_the_rate_limit_gets_429_and_other_subjects_are_unaffected() {
-    env();
     let upstream = Upstream::ok().await;
     let proxy = Proxy::start(&config(
         "",
         &format!(
-            "{AUTH}\n[[upstreams]]\nname = \"up\"\naddress = \"{}\"\n\n\
+            "{}\n[[upstreams]]\nname = \"up\"\naddress = \"{}\"\n\n\
              [[routes]]\nname = \"limited\"\nmatch = {{ path_prefix = \"/limited\" }}\nupstream = \"up\"\nauth = true\n\
              rate_limit = {{ per_subject = \"1/m, burst 2\" }}\n\n\
              [[routes]]\nname = \"open\"\nmatch = {{ path_prefix = \"/open\" }}\nupstream = \"up\"\n\
              rate_limit = {{ per_client = \"1/h\" }}\n",
+            auth_table(),
             upstream.addr
         ),
     ));
@@ -531,7 +365,7 @@ async fn a_burst_over_the_rate_limit_gets_429_and_other_subjects_are_unaffected(
     let get = |path: &str, sub: Option<&str>| {
         let mut r = http.get(proxy.url(path));
         if let Some(s) = sub {
-            r = r.bearer_auth(token(s, "gold"));
+            r = r.bearer_auth(token(s));
         }
         r.send()
     };
@@ -575,8 +409,7 @@ async fn a_burst_over_the_rate_limit_gets_429_and_other_subjects_are_unaffected(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operation_fees_are_charged_once_per_request_id() {
-    env();
-    let agent = mip003_agent(Duration::from_secs(30)).await;
+    let agent = sample_agent(sample::mip003::serve, Duration::from_secs(30)).await;
     let cfg = priced(agent, "{data_dir}").replace(
         "price = { hold = 1, step = 1 }",
         "price = { hold = 5, step = 1, operations = { get_task = 2 } }",
@@ -584,7 +417,7 @@ async fn operation_fees_are_charged_once_per_request_id() {
     let proxy = Proxy::start(&cfg);
     let admin = Admin::new(&proxy);
     admin.grant("erin", 10).await;
-    let bearer = token("erin", "gold");
+    let bearer = token("erin");
     let created: Value = create(&proxy, &bearer, json!({"input_query": "fees"}))
         .await
         .json()
@@ -620,8 +453,7 @@ async fn operation_fees_are_charged_once_per_request_id() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_admin_api_needs_its_token_and_revokes_only_what_is_available() {
-    env();
-    let agent = mip003_agent(Duration::from_millis(100)).await;
+    let agent = sample_agent(sample::mip003::serve, Duration::from_millis(100)).await;
     let proxy = Proxy::start(&priced(agent, "{data_dir}"));
     let http = client();
     let url = |p: &str| proxy.admin_url(p);
@@ -666,7 +498,7 @@ async fn the_admin_api_needs_its_token_and_revokes_only_what_is_available() {
 
     let created: Value = create(
         &proxy,
-        &token("frank", "gold"),
+        &token("frank"),
         json!({"input_query": "admin can read me"}),
     )
     .await
@@ -699,23 +531,10 @@ async fn the_admin_api_needs_its_token_and_revokes_only_what_is_available() {
     assert_eq!(missing.status(), 404);
 }
 
-/// The chat model interlingua calls in the test below: slow enough to be killed mid-call.
-async fn slow_chat_model() -> SocketAddr {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(sample::openai::serve(
-        l,
-        Options {
-            work: Duration::from_secs(30),
-        },
-    ));
-    addr
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_synchronous_call_lost_with_a_killed_proxy_fails_its_task_and_frees_its_hold() {
-    env();
-    let model = slow_chat_model().await;
+    // A chat model slow enough to be killed mid-call.
+    let model = sample_agent(sample::openai::serve, Duration::from_secs(30)).await;
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let file = dir.path().join("interlingua.toml");
@@ -733,10 +552,10 @@ async fn a_synchronous_call_lost_with_a_killed_proxy_fails_its_task_and_frees_it
         .unwrap();
     drop(store);
 
-    let (mut first, addr) = serve(&file);
+    let first = serve(&file, Stdio::null());
     let resp = client()
-        .post(format!("http://{addr}/api/v1/agents/{DID}/tasks"))
-        .bearer_auth(token("erin", "gold"))
+        .post(format!("http://{}/api/v1/agents/{DID}/tasks", first.proxy))
+        .bearer_auth(token("erin"))
         .json(&json!({"input_query": "think hard"}))
         .send()
         .await
@@ -748,23 +567,13 @@ async fn a_synchronous_call_lost_with_a_killed_proxy_fails_its_task_and_frees_it
         .unwrap()
         .trim_start_matches("task-")
         .to_string();
-    first.kill().unwrap();
-    first.wait().unwrap();
+    first.kill();
     assert_eq!(cli_balance(&file, "erin")["held"], 1);
 
     // After the restart nobody is waiting for that call any more: the task fails, at no cost.
-    let (mut second, _) = serve(&file);
-    let started = Instant::now();
-    let settled = loop {
-        let b = cli_balance(&file, "erin");
-        if b["held"] == 0 {
-            break b;
-        }
-        assert!(started.elapsed() < DEADLINE * 2, "never settled: {b}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    second.kill().unwrap();
-    second.wait().unwrap();
+    let second = serve(&file, Stdio::null());
+    let settled = cli_settled(&file, "erin").await;
+    second.kill();
     assert_eq!(
         (settled["captured"].as_i64(), settled["available"].as_i64()),
         (Some(0), Some(10)),

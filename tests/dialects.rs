@@ -5,78 +5,35 @@
 
 mod common;
 
-use std::net::SocketAddr;
-use std::sync::Once;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{client, config, Proxy, DEADLINE};
-use interlingua::sample::{self, Options};
-use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use common::money::{paid_config, paid_route, Admin};
+use common::secrets::token;
+use common::wait::{eventually, states};
+use common::{client, sample_agent, status_and_json, Proxy};
+use interlingua::sample;
 use serde_json::{json, Value};
 
 /// How long a sample job takes in these tests.
 const WORK: Duration = Duration::from_millis(400);
-const HS_ENV: &str = "INTERLINGUA_TEST_DIALECTS_HS_SECRET";
-const HS_SECRET: &str = "dialects-test-secret-dialects-test-secret";
-const ADMIN_ENV: &str = "INTERLINGUA_TEST_DIALECTS_ADMIN_TOKEN";
-const ADMIN_TOKEN: &str = "dialects-admin-token";
-
-fn env() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        std::env::set_var(HS_ENV, HS_SECRET);
-        std::env::set_var(ADMIN_ENV, ADMIN_TOKEN);
-    });
-}
-
-fn token(sub: &str) -> String {
-    let now = chrono::Utc::now().timestamp();
-    let mut h = Header::new(Algorithm::HS256);
-    h.kid = Some("dev".into());
-    jsonwebtoken::encode(
-        &h,
-        &json!({"sub": sub, "plan": "gold", "iat": now, "exp": now + 3600}),
-        &EncodingKey::from_secret(HS_SECRET.as_bytes()),
-    )
-    .unwrap()
-}
-
-async fn agent<F, Fut>(serve: F) -> SocketAddr
-where
-    F: FnOnce(tokio::net::TcpListener, Options) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(serve(l, Options { work: WORK }));
-    addr
-}
 
 /// The sample agents and a proxy with a route per dialect and direction: `/<front>` is that
 /// front over the MIP-003 agent; `/to-<back>` is a MIP-003 front over that back's agent. Every
 /// route needs a token of plan `gold`; a task holds 1 credit and costs 1.
 struct World {
     proxy: Proxy,
+    admin: Admin,
     http: reqwest::Client,
 }
 
 async fn world() -> World {
-    env();
-    let mip = agent(sample::mip003::serve).await;
-    let a2a = agent(sample::a2a::serve).await;
-    let openai = agent(sample::openai::serve).await;
-    let lmos = agent(sample::lmos::serve).await;
-    let mae = agent(sample::mae::serve).await;
-    let nearai = agent(sample::nearai::serve).await;
-    let mut rest = format!(
-        r#"
-[auth]
-[[auth.keys]]
-id = "dev"
-type = "hmac"
-secret_env = "{HS_ENV}"
-"#
-    );
+    let mip = sample_agent(sample::mip003::serve, WORK).await;
+    let a2a = sample_agent(sample::a2a::serve, WORK).await;
+    let openai = sample_agent(sample::openai::serve, WORK).await;
+    let lmos = sample_agent(sample::lmos::serve, WORK).await;
+    let mae = sample_agent(sample::mae::serve, WORK).await;
+    let nearai = sample_agent(sample::nearai::serve, WORK).await;
+    let mut rest = String::new();
     for (name, addr) in [
         ("mip", mip),
         ("a2a-agent", a2a),
@@ -101,28 +58,19 @@ secret_env = "{HS_ENV}"
         ("to-nearai", "nearai-agent", "mip003", "nearai"),
     ];
     for (name, upstream, front, back) in routes {
-        rest.push_str(&format!(
-            r#"
-[[routes]]
-name = "{name}"
-match = {{ path_prefix = "/{name}" }}
-upstream = "{upstream}"
-front = "{front}"
-back = "{back}"
-auth = true
-plans = ["gold"]
-price = {{ hold = 1, step = 1 }}
-poll_interval = "50ms"
-poll_max_interval = "200ms"
-sync_timeout = "10s"
-"#
+        rest.push_str(&paid_route(
+            name,
+            &format!("/{name}"),
+            upstream,
+            front,
+            back,
+            "sync_timeout = \"10s\"",
         ));
     }
-    let server = format!("[admin]\naddress = \"127.0.0.1:0\"\ntoken_env = \"{ADMIN_ENV}\"\n");
-    // `config` writes its own [admin]; ours replaces it.
-    let text = config("", &rest).replace("[admin]\naddress = \"127.0.0.1:0\"\n", &server);
+    let proxy = Proxy::start(&paid_config(&rest));
     World {
-        proxy: Proxy::start(&text),
+        admin: Admin::new(&proxy),
+        proxy,
         http: client(),
     }
 }
@@ -151,8 +99,7 @@ impl World {
             .send()
             .await
             .unwrap();
-        let status = resp.status().as_u16();
-        (status, resp.json().await.unwrap())
+        status_and_json(resp).await
     }
 
     /// The whole text of a streamed answer (it ends when the task settles).
@@ -180,72 +127,6 @@ impl World {
         assert_eq!(content_type, "text/event-stream", "{text}");
         (status, text, events)
     }
-
-    async fn grant(&self, subject: &str, amount: u64) {
-        let resp = self
-            .http
-            .post(self.proxy.admin_url("/credits/grant"))
-            .bearer_auth(ADMIN_TOKEN)
-            .json(&json!({"plan": "gold", "subject": subject, "amount": amount}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200);
-    }
-
-    /// The subject's balance once nothing is held any more (every task has ended and settled).
-    async fn settled(&self, subject: &str) -> Value {
-        let started = Instant::now();
-        loop {
-            let b: Value = self
-                .http
-                .get(
-                    self.proxy
-                        .admin_url(&format!("/credits/balance?plan=gold&subject={subject}")),
-                )
-                .bearer_auth(ADMIN_TOKEN)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            if b["held"] == 0 {
-                return b;
-            }
-            assert!(started.elapsed() < DEADLINE * 2, "never settled: {b}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// Asserts the subject was charged `captured` in all, with nothing held.
-    async fn charged(&self, subject: &str, granted: i64, captured: i64) {
-        let b = self.settled(subject).await;
-        assert_eq!(
-            (b["granted"].as_i64(), b["captured"].as_i64()),
-            (Some(granted), Some(captured)),
-            "{b}"
-        );
-    }
-}
-
-/// Polls `probe` until it returns something, within the deadline.
-async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let started = Instant::now();
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(
-            started.elapsed() < DEADLINE * 2,
-            "gave up waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(40)).await;
-    }
 }
 
 // ---------------------------------------------------------------- A2A front
@@ -261,30 +142,23 @@ fn message(parts: Value) -> Value {
 impl World {
     /// Polls GetTask until the state is one of `until`; returns every state seen and the task.
     async fn a2a_poll(&self, sub: &str, id: &str, until: &[&str]) -> (Vec<String>, Value) {
-        let mut states: Vec<String> = Vec::new();
-        let started = Instant::now();
-        loop {
+        let (seen, v) = states(&format!("task {id}"), until, || async {
             let (status, v) = self
                 .post("/a2a", sub, rpc(2, "GetTask", json!({"id": id})))
                 .await;
             assert_eq!(status, 200, "{v}");
             let state = v["result"]["status"]["state"].as_str().unwrap().to_string();
-            if states.last() != Some(&state) {
-                states.push(state.clone());
-            }
-            if until.contains(&state.as_str()) {
-                return (states, v["result"].clone());
-            }
-            assert!(started.elapsed() < DEADLINE * 2, "stuck in {states:?}");
-            tokio::time::sleep(Duration::from_millis(40)).await;
-        }
+            (state, v)
+        })
+        .await;
+        (seen, v["result"].clone())
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a2a_front_runs_a_mip003_agent_through_input_to_completion_and_charges_once() {
     let w = world().await;
-    w.grant("ann", 5).await;
+    w.admin.grant("ann", 5).await;
     let (status, v) = w
         .post(
             "/a2a",
@@ -342,13 +216,13 @@ async fn a2a_front_runs_a_mip003_agent_through_input_to_completion_and_charges_o
         .post("/a2a", "bob", rpc(9, "GetTask", json!({"id": id})))
         .await;
     assert_eq!(v["error"]["code"], -32001, "{v}");
-    w.charged("ann", 5, 1).await;
+    w.admin.charged("ann", 5, 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a2a_front_a_failing_task_is_failed_and_free() {
     let w = world().await;
-    w.grant("ann", 5).await;
+    w.admin.grant("ann", 5).await;
     let (_, v) = w
         .post(
             "/a2a",
@@ -365,17 +239,21 @@ async fn a2a_front_a_failing_task_is_failed_and_free() {
         let (s, v) = w
             .post("/a2a", "ann", rpc(2, "tasks/get", json!({"id": id})))
             .await;
-        (v["result"]["status"]["state"] == "failed").then_some((s, v))
+        if v["result"]["status"]["state"] == "failed" {
+            Ok((s, v))
+        } else {
+            Err(v)
+        }
     })
     .await;
     assert_eq!(v["result"]["kind"], "task");
-    w.charged("ann", 5, 0).await;
+    w.admin.charged("ann", 5, 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a2a_front_streams_progress_as_server_sent_events() {
     let w = world().await;
-    w.grant("ann", 5).await;
+    w.admin.grant("ann", 5).await;
     let (status, text, events) = w
         .stream(
             "/a2a",
@@ -405,7 +283,7 @@ async fn a2a_front_streams_progress_as_server_sent_events() {
         "TASK_STATE_COMPLETED",
         "{text}"
     );
-    w.charged("ann", 5, 1).await;
+    w.admin.charged("ann", 5, 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -499,7 +377,7 @@ async fn a2a_front_serves_an_agent_card_for_the_route() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openai_front_answers_a_completion_streams_and_fails_as_an_error() {
     let w = world().await;
-    w.grant("ann", 5).await;
+    w.admin.grant("ann", 5).await;
     let ask = |text: &str, stream: bool| {
         json!({"model": "m", "stream": stream, "messages": [
             {"role": "system", "content": "be brief"},
@@ -549,7 +427,7 @@ async fn openai_front_answers_a_completion_streams_and_fails_as_an_error() {
     assert_eq!(status, 400, "{v}");
     assert_eq!(v["error"]["type"], "invalid_request_error", "{v}");
     assert_eq!(v["error"]["param"], Value::Null);
-    w.charged("ann", 5, 2).await;
+    w.admin.charged("ann", 5, 2).await;
 }
 
 // ---------------------------------------------------------------- the new dialects as backs
@@ -571,33 +449,21 @@ impl World {
     /// Polls a MIP-003 job until its status is one of `until`; every status seen, and the last
     /// answer.
     async fn job(&self, route: &str, sub: &str, job: &str, until: &[&str]) -> (Vec<String>, Value) {
-        let mut seen: Vec<String> = Vec::new();
-        let started = Instant::now();
-        loop {
+        states(&format!("{route}: job {job}"), until, || async {
             let (status, v) = self
                 .get(&format!("/{route}/status?job_id={job}"), sub)
                 .await;
             assert_eq!(status, 200, "{route}: {v}");
-            let s = v["status"].as_str().unwrap().to_string();
-            if seen.last() != Some(&s) {
-                seen.push(s.clone());
-            }
-            if until.contains(&s.as_str()) {
-                return (seen, v);
-            }
-            assert!(
-                started.elapsed() < DEADLINE * 2,
-                "{route}: stuck in {seen:?}: {v}"
-            );
-            tokio::time::sleep(Duration::from_millis(40)).await;
-        }
+            (v["status"].as_str().unwrap().to_string(), v)
+        })
+        .await
     }
 
     /// A job that completes, one that fails, and (where the back can ask) one that asks for
     /// input and completes after it; the subject is charged one credit per completed job.
     async fn back_lifecycle(&self, route: &str, asks_for_input: bool) {
         let sub = format!("{route}-user");
-        self.grant(&sub, 10).await;
+        self.admin.grant(&sub, 10).await;
         let ok = self.start_job(route, &sub, "hello").await;
         let (_, v) = self.job(route, &sub, &ok, &["completed", "failed"]).await;
         assert_eq!(
@@ -643,7 +509,7 @@ impl World {
             );
             completed += 1;
         }
-        self.charged(&sub, 10, completed).await;
+        self.admin.charged(&sub, 10, completed).await;
     }
 }
 
@@ -675,7 +541,7 @@ async fn a_nearai_agent_behind_a_mip003_front() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openai_front_a_question_is_the_answer_and_a_failure_is_an_error() {
     let w = world().await;
-    w.grant("cat", 5).await;
+    w.admin.grant("cat", 5).await;
     let ask = |text: &str| json!({"model": "m", "messages": [{"role": "user", "content": text}]});
     let (status, v) = w
         .post("/chat/v1/chat/completions", "cat", ask("hi mode:input"))
@@ -698,7 +564,7 @@ async fn openai_front_a_question_is_the_answer_and_a_failure_is_an_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lmos_front_describes_the_agent_and_runs_actions_and_conversations() {
     let w = world().await;
-    w.grant("dan", 10).await;
+    w.admin.grant("dan", 10).await;
     let (status, adf) = w.get("/lmos/things/lmos", "dan").await;
     assert_eq!(status, 200, "{adf}");
     assert_eq!(adf["@type"], "lmos:Agent");
@@ -770,7 +636,7 @@ async fn lmos_front_describes_the_agent_and_runs_actions_and_conversations() {
         .post("/lmos/things/lmos/actions/chat", "dan", chat("3", "again"))
         .await;
     assert_eq!(reply(&v), "AGAIN", "{v}");
-    w.charged("dan", 10, 3).await;
+    w.admin.charged("dan", 10, 3).await;
 }
 
 // ---------------------------------------------------------------- MultiAgentEval front
@@ -778,7 +644,7 @@ async fn lmos_front_describes_the_agent_and_runs_actions_and_conversations() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multiagent_eval_front_runs_turns_pauses_for_a_human_and_reports_errors() {
     let w = world().await;
-    w.grant("eve", 10).await;
+    w.admin.grant("eve", 10).await;
     let turn = |run: &str, n: u64, text: &str| {
         json!({"task_description": text, "turn": n, "run_id": run,
                "conversation_history": [{"role": "user", "content": text}]})
@@ -826,5 +692,5 @@ async fn multiagent_eval_front_runs_turns_pauses_for_a_human_and_reports_errors(
     assert_eq!(v, json!({"action": "final_answer", "summary": "ok"}));
     let (status, v) = w.post("/mae/execute_task", "eve", json!({"turn": 1})).await;
     assert_eq!(status, 400, "{v}");
-    w.charged("eve", 10, 2).await;
+    w.admin.charged("eve", 10, 2).await;
 }

@@ -7,10 +7,9 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::peers::{peers_python, Peer};
-use common::{client, config, Proxy, DEADLINE};
+use common::wait::eventually;
+use common::{client, config, Proxy};
 use serde_json::{json, Value};
 
 const DID: &str = "did:nv:5392e8cdc5addec2b7384072fda166d42a5d4ab96ae6d311f516b6b324f24cec";
@@ -68,20 +67,17 @@ async fn poll(
     what: &str,
     done: impl Fn(&Value) -> bool,
 ) -> Value {
-    let started = Instant::now();
-    loop {
+    eventually(what, || async {
         let resp = http.get(url).send().await.unwrap();
         assert_eq!(resp.status(), 200);
         let body: Value = resp.json().await.unwrap();
         if done(&body) {
-            return body;
+            Ok(body)
+        } else {
+            Err(body)
         }
-        assert!(
-            started.elapsed() < DEADLINE,
-            "timed out waiting for {what}; last: {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

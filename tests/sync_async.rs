@@ -10,8 +10,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{client, config, full, Proxy, Upstream, DEADLINE};
-use interlingua::sample::{self, Options};
+use common::wait::eventually;
+use common::{client, config, full, sample_agent, Proxy, Upstream};
+use interlingua::sample;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
@@ -52,7 +53,6 @@ async fn a_synchronous_back_runs_in_the_background_for_a_polling_front() {
     let proxy = Proxy::start(&route(upstream.addr, "nevermined", "sync_echo", ""));
     let http = client();
     let tasks = proxy.url(&format!("/api/v1/agents/{DID}/tasks"));
-    let started = Instant::now();
     let created: Value = http
         .post(&tasks)
         .json(&json!({"input_query": "run me"}))
@@ -70,28 +70,22 @@ async fn a_synchronous_back_runs_in_the_background_for_a_polling_front() {
     assert_eq!(pending["task"]["task_status"], "Pending");
 
     release.notify_one();
-    loop {
+    let done = eventually("the task to complete", || async {
         let body: Value = http.get(&path).send().await.unwrap().json().await.unwrap();
         if body["task"]["task_status"] == "Completed" {
-            assert_eq!(body["task"]["output"], "BACKGROUND");
-            break;
+            Ok(body)
+        } else {
+            Err(body)
         }
-        assert!(started.elapsed() < DEADLINE, "{body}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
+    assert_eq!(done["task"]["output"], "BACKGROUND");
     assert_eq!(upstream.seen().len(), 1, "the back is called once");
-}
-
-async fn mip003_agent(work: Duration) -> SocketAddr {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(sample::mip003::serve(l, Options { work }));
-    addr
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_synchronous_front_waits_for_an_asynchronous_back() {
-    let addr = mip003_agent(Duration::from_millis(400)).await;
+    let addr = sample_agent(sample::mip003::serve, Duration::from_millis(400)).await;
     let proxy = Proxy::start(&route(
         addr,
         "sync_echo",
@@ -117,7 +111,7 @@ async fn a_synchronous_front_waits_for_an_asynchronous_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_synchronous_front_gets_504_at_its_sync_timeout() {
-    let addr = mip003_agent(Duration::from_secs(30)).await;
+    let addr = sample_agent(sample::mip003::serve, Duration::from_secs(30)).await;
     let proxy = Proxy::start(&route(
         addr,
         "sync_echo",
@@ -147,7 +141,7 @@ async fn a_synchronous_front_gets_504_at_its_sync_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn describe_is_synthesized_from_the_route_and_the_mappings() {
-    let addr = mip003_agent(Duration::from_millis(100)).await;
+    let addr = sample_agent(sample::mip003::serve, Duration::from_millis(100)).await;
     let proxy = Proxy::start(&route(addr, "sync_echo", "mip003", ""));
     let resp = client().get(proxy.url("/describe")).send().await.unwrap();
     assert_eq!(resp.status(), 200);

@@ -4,10 +4,11 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{client, config, Proxy, Upstream, DEADLINE};
-use interlingua::sample::{self, Options};
+use common::wait::eventually;
+use common::{client, config, sample_agent, status_and_json, Proxy, Upstream};
+use interlingua::sample;
 use serde_json::{json, Value};
 
 const DID: &str = "did:nv:5392e8cdc5addec2b7384072fda166d42a5d4ab96ae6d311f516b6b324f24cec";
@@ -15,18 +16,12 @@ const DID: &str = "did:nv:5392e8cdc5addec2b7384072fda166d42a5d4ab96ae6d311f516b6
 /// How long a sample job takes in these tests.
 const WORK: Duration = Duration::from_millis(600);
 
-async fn mip003_agent() -> SocketAddr {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(sample::mip003::serve(l, Options { work: WORK }));
-    addr
-}
-
-async fn nevermined_agent() -> SocketAddr {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(sample::nevermined::serve(l, Options { work: WORK }));
-    addr
+/// The sample MIP-003 and Nevermined agents.
+async fn agents() -> (SocketAddr, SocketAddr) {
+    (
+        sample_agent(sample::mip003::serve, WORK).await,
+        sample_agent(sample::nevermined::serve, WORK).await,
+    )
 }
 
 /// Both directions: `/nv` is the MIP-003 agent seen as Nevermined, `/masumi` the Nevermined agent
@@ -71,7 +66,7 @@ struct Setup {
 }
 
 async fn setup() -> Setup {
-    let (mip, nvm) = (mip003_agent().await, nevermined_agent().await);
+    let (mip, nvm) = agents().await;
     Setup {
         proxy: Proxy::start(&routes(mip, nvm)),
         http: client(),
@@ -84,11 +79,7 @@ impl Setup {
         if let Some(b) = body {
             req = req.json(&b);
         }
-        let resp = req.send().await.unwrap();
-        let status = resp.status().as_u16();
-        let text = resp.text().await.unwrap();
-        let json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
-        (status, json)
+        status_and_json(req.send().await.unwrap()).await
     }
 
     async fn get(&self, path: &str) -> (u16, Value) {
@@ -101,19 +92,16 @@ impl Setup {
 
     /// Polls `path` until `done` holds for its body; fails after the deadline.
     async fn poll_until(&self, path: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-        let started = Instant::now();
-        loop {
+        eventually(what, || async {
             let (status, body) = self.get(path).await;
             assert_eq!(status, 200, "{body}");
             if done(&body) {
-                return body;
+                Ok(body)
+            } else {
+                Err(body)
             }
-            assert!(
-                started.elapsed() < DEADLINE,
-                "timed out waiting for {what}; last: {body}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await
     }
 }
 
@@ -425,7 +413,7 @@ async fn a_mip003_front_synthesizes_availability_and_input_schema_for_a_nevermin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_survives_a_restart_of_the_proxy() {
-    let (mip, nvm) = (mip003_agent().await, nevermined_agent().await);
+    let (mip, nvm) = agents().await;
     let cfg = routes(mip, nvm);
     let first = Proxy::start(&cfg);
     let http = client();
@@ -443,8 +431,7 @@ async fn a_task_survives_a_restart_of_the_proxy() {
 
     let second = Proxy::start_in(&cfg, data);
     let path = format!("{}/{task_id}", nv_tasks());
-    let started = Instant::now();
-    loop {
+    let done = eventually("the task to complete after the restart", || async {
         let body: Value = http
             .get(second.url(&path))
             .send()
@@ -455,12 +442,13 @@ async fn a_task_survives_a_restart_of_the_proxy() {
             .unwrap();
         assert_eq!(body["task"]["task_id"], task_id.as_str(), "{body}");
         if body["task"]["task_status"] == "Completed" {
-            assert_eq!(body["task"]["output"], "PERSIST ME");
-            break;
+            Ok(body)
+        } else {
+            Err(body)
         }
-        assert!(started.elapsed() < DEADLINE, "never completed: {body}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
+    assert_eq!(done["task"]["output"], "PERSIST ME");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -553,7 +541,7 @@ async fn the_2024_nevermined_field_names_are_accepted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_route_may_speak_the_same_dialect_on_both_sides() {
-    let (mip, nvm) = (mip003_agent().await, nevermined_agent().await);
+    let (mip, nvm) = agents().await;
     let proxy = Proxy::start(&config(
         "",
         &format!(

@@ -2,10 +2,19 @@
 //!
 //! Nothing here sleeps to synchronise: waits are on conditions (a channel, a counter, a socket
 //! state) and every wait has a deadline, so a broken proxy fails a test instead of hanging it.
+//!
+//! Here: upstreams ([`Upstream`], [`sample_agent`]), an in-process proxy ([`Proxy`], [`config`])
+//! and a client. Beside it: [`wait`] (polling with deadlines), [`secrets`] (the signing key, the
+//! admin token, tokens), [`money`] (paid routes and the admin API's credits), [`process`] (the
+//! `interlingua` binary as a child) and [`peers`] (real third-party peers in Python).
 
 #![allow(dead_code)]
 
+pub mod money;
 pub mod peers;
+pub mod process;
+pub mod secrets;
+pub mod wait;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -13,7 +22,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -23,8 +32,10 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
+use interlingua::sample::Options;
 use interlingua::server::{Server, ShutdownHandle, ShutdownReport};
 use tokio::net::TcpListener;
+use wait::wait_until;
 
 /// The longest any single wait in a test may take before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(20);
@@ -202,14 +213,19 @@ pub fn full(body: impl Into<Bytes>) -> Body {
         .boxed()
 }
 
-/// Polls `cond` until it holds; fails the test after [`DEADLINE`].
-pub async fn wait_until(mut cond: impl FnMut() -> bool, what: &str) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
-        tokio::task::yield_now().await;
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+/// Starts one of interlingua's sample agents on 127.0.0.1:0, `serve` being its `serve` function
+/// (`sample::mip003::serve`, ...) and each of its tasks taking `work`; its address.
+pub async fn sample_agent<F, Fut>(serve: F, work: Duration) -> SocketAddr
+where
+    F: FnOnce(TcpListener, Options) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a sample agent");
+    let addr = listener.local_addr().expect("sample agent address");
+    tokio::spawn(serve(listener, Options { work }));
+    addr
 }
 
 /// A real interlingua, started in-process from config text.
@@ -360,6 +376,14 @@ pub fn client() -> reqwest::Client {
         .timeout(DEADLINE)
         .build()
         .expect("client")
+}
+
+/// The status and JSON body of `resp`; panics, showing the body, if it is not JSON.
+pub async fn status_and_json(resp: reqwest::Response) -> (u16, serde_json::Value) {
+    let status = resp.status().as_u16();
+    let text = resp.text().await.expect("read the body");
+    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    (status, v)
 }
 
 /// Parses the JSON error body interlingua answers with and checks its shape.

@@ -9,12 +9,13 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use super::process::lines;
 use super::DEADLINE;
 
 /// The repository's root.
@@ -96,14 +97,8 @@ impl Peer {
         }
         let mut child = cmd.spawn().expect("start a Python peer");
         let stdin = child.stdin.take();
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let line = rx
+        let stdout = lines(child.stdout.take().expect("piped stdout"));
+        let line = stdout
             .recv_timeout(DEADLINE)
             .unwrap_or_else(|_| panic!("{script} did not report its port"));
         let port = line

@@ -1,0 +1,73 @@
+//! Child processes: the `interlingua` binary itself, and a child's output read line by line.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::Receiver;
+
+use super::secrets::{ADMIN_ENV, ADMIN_TOKEN, HS_ENV, HS_SECRET};
+use super::DEADLINE;
+
+/// The `interlingua` binary, without `RUST_LOG`, with every secret a test config names in its
+/// environment: the tests' own ([`super::secrets`]) and the default config's development key.
+pub fn interlingua() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_interlingua"));
+    cmd.env_remove("RUST_LOG")
+        .env("INTERLINGUA_DEV_SECRET", "cli-test-secret")
+        .env(HS_ENV, HS_SECRET)
+        .env(ADMIN_ENV, ADMIN_TOKEN);
+    cmd
+}
+
+/// The lines `out` yields, sent on as they come by a thread of their own; the channel closes
+/// when `out` does.
+pub fn lines(out: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+/// A running `interlingua serve`.
+pub struct Served {
+    pub child: Child,
+    /// The first proxy listener's address, from the ready line.
+    pub proxy: SocketAddr,
+}
+
+impl Served {
+    /// Kills the process outright (SIGKILL: no graceful anything) and waits for it to be gone.
+    pub fn kill(mut self) {
+        self.child.kill().expect("kill interlingua serve");
+        self.child.wait().expect("wait for interlingua serve");
+    }
+}
+
+/// Runs `interlingua serve -c <config>` in the config's directory, its stderr to `stderr`, and
+/// waits up to [`DEADLINE`] for the ready line, the sign that its listeners are bound. Panics if
+/// the first line is anything else.
+pub fn serve(config: &Path, stderr: Stdio) -> Served {
+    let mut child = interlingua()
+        .args(["serve", "-c", config.to_str().expect("a UTF-8 path")])
+        .current_dir(config.parent().expect("the config's directory"))
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("start interlingua serve");
+    let stdout = lines(child.stdout.take().expect("piped stdout"));
+    let line = stdout
+        .recv_timeout(DEADLINE)
+        .expect("serve printed its ready line");
+    let proxy = line
+        .strip_prefix("interlingua ready: proxy ")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|addr| addr.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected ready line: {line}"));
+    Served { child, proxy }
+}
