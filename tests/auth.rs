@@ -197,7 +197,11 @@ async fn the_attack_table() {
     // one carries padding bits, and a changed one may not decode at all).
     let token = hs(&ok);
     let sig = token.rfind('.').unwrap() + 1;
-    let first = if token.as_bytes()[sig] == b'A' { "B" } else { "A" };
+    let first = if token.as_bytes()[sig] == b'A' {
+        "B"
+    } else {
+        "A"
+    };
     let tampered = format!("{}{first}{}", &token[..sig], &token[sig + 1..]);
     let now = chrono::Utc::now().timestamp();
     let rsa_as_hmac = EncodingKey::from_secret(k.rsa_public.as_bytes());
