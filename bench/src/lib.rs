@@ -1,0 +1,42 @@
+//! interlingua's benchmark harness: interlingua side by side with nginx and the upstream reached
+//! directly, and how its cost grows.
+//!
+//! ```text
+//! bench/run ── builds (release), installs wrk, oha, nginx when missing ──► interlingua-bench run
+//!
+//!  generator CPU                      contender CPU(s)
+//!  ┌──────────────┐    loopback       ┌─────────────────────────────────────────────┐
+//!  │ wrk (closed  │ ───────────────►  │ direct: the canned upstream                 │
+//!  │ loop) / oha  │                   │ nginx ──► canned upstream                   │
+//!  │ (fixed rate) │                   │ interlingua (passthrough | full pipeline)   │
+//!  └──────────────┘                   │        ──► canned upstream                  │
+//!                                     └─────────────────────────────────────────────┘
+//! ```
+//!
+//! - [`run`]: the whole run: start the stack, check it, compare, draw the curves, report.
+//! - [`stack`]: the contenders' processes and configs (interlingua, nginx, the upstream).
+//! - [`canned`]: the canned upstream (MIP-003, Nevermined and echo answers, fixed bodies).
+//! - [`compare`]: the main table's rounds (A B C … A B C …), CPU from `/proc`.
+//! - [`curves`]: latency vs body size, connections, routes, stored tasks; creates vs clients.
+//! - [`load`]: driving wrk and oha, reading their figures.
+//! - [`procs`]: starting, pinning, bounding and stopping processes by pid; `/proc` readings.
+//! - [`seed`]: filling a task store for the stored-tasks curve.
+//! - [`stats`]: percentiles, medians, per-round ratios (what the headline is made of).
+//! - [`report`], [`plot`]: tables, results files, PNG plots, the headline line.
+//! - [`plan`]: durations and budgets of quick and full runs.
+
+#![forbid(unsafe_code)]
+
+pub mod canned;
+pub mod compare;
+pub mod curves;
+pub mod http;
+pub mod load;
+pub mod plan;
+pub mod plot;
+pub mod procs;
+pub mod report;
+pub mod run;
+pub mod seed;
+pub mod stack;
+pub mod stats;
