@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Once, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use common::secrets::{set_env, HS_ENV, HS_SECRET};
@@ -387,6 +387,37 @@ async fn valid_tokens_of_every_key_type_pass_and_stay_out_of_the_upstream() {
         assert_eq!(body["x-interlingua-plan"], "gold", "{name}");
     }
     assert_eq!(upstream.seen().len(), tokens.len());
+}
+
+/// Verified tokens are remembered (the same token on every request is not checked again), but
+/// never past their expiry: a token accepted within the leeway is refused once it runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remembered_token_is_refused_once_it_expires() {
+    let (proxy, upstream) = protected("").await;
+    // Expired 3 s ago: accepted within the 5 s leeway, refused about two seconds later.
+    let exp = chrono::Utc::now().timestamp() - 3;
+    let token = format!("Bearer {}", hs(&claims(json!({ "exp": exp }))));
+    let (status, _, body) = call(&proxy, Some(&token)).await;
+    assert_eq!(status, 200, "{body}");
+    let started = Instant::now();
+    loop {
+        let (status, www, body) = call(&proxy, Some(&token)).await;
+        if status == 401 {
+            assert_eq!(www, invalid("the token has expired"));
+            assert!(
+                chrono::Utc::now().timestamp() > exp + 5,
+                "refused too early"
+            );
+            break;
+        }
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            started.elapsed() < DEADLINE,
+            "an expired token was still accepted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!upstream.seen().is_empty());
 }
 
 /// A JWKS server whose key set can be replaced, counting its requests.

@@ -39,7 +39,23 @@ pub struct Authenticator {
     settings: Auth,
     keys: Vec<StaticKey>,
     sets: Vec<KeySet>,
+    /// Tokens that verified, by their text: a client sends the same token on every request, and
+    /// checking a signature and parsing claims each time is work the answer does not change.
+    verified: moka::sync::Cache<String, Verified>,
 }
+
+/// A verified token's identity and when the token expires (unix seconds).
+#[derive(Clone)]
+struct Verified {
+    identity: Identity,
+    expires: u64,
+}
+
+/// How many verified tokens are remembered.
+const VERIFIED_CAPACITY: u64 = 10_000;
+/// How long a verified token is trusted without checking it again: a key withdrawn from a key
+/// set stops being accepted within this time.
+const VERIFIED_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Authenticator {
     /// Prepares the keys of `auth`. Key sets are fetched when first needed.
@@ -68,6 +84,10 @@ impl Authenticator {
             settings: auth.clone(),
             keys,
             sets,
+            verified: moka::sync::Cache::builder()
+                .max_capacity(VERIFIED_CAPACITY)
+                .time_to_live(VERIFIED_TTL)
+                .build(),
         })
     }
 
@@ -82,6 +102,19 @@ impl Authenticator {
         if token.len() > self.settings.max_token_size {
             return Err(AuthError::TooLarge(self.settings.max_token_size));
         }
+        let now = jsonwebtoken::get_current_timestamp();
+        if let Some(v) = self.verified.get(token) {
+            if now <= v.expires.saturating_add(self.settings.leeway.as_secs()) {
+                return Ok(v.identity);
+            }
+            // Expired since it was verified: the full check below says so.
+            self.verified.invalidate(token);
+        }
+        self.verify_token(token).await
+    }
+
+    /// The full check of a token (see the module's documentation for the order).
+    async fn verify_token(&self, token: &str) -> Result<Identity, AuthError> {
         if declares_alg_none(token) {
             return Err(AuthError::AlgNone);
         }
@@ -125,10 +158,19 @@ impl Authenticator {
         };
         let subject = claim_text(&claims, &self.settings.subject_claim)
             .ok_or_else(|| AuthError::NoSubject(self.settings.subject_claim.as_text()))?;
-        Ok(Identity {
+        let identity = Identity {
             subject,
             plan: claim_text(&claims, &self.settings.plan_claim),
-        })
+        };
+        // `exp` is required and was checked, so it is a number here.
+        if let Some(expires) = claims.get("exp").and_then(Value::as_u64) {
+            let verified = Verified {
+                identity: identity.clone(),
+                expires,
+            };
+            self.verified.insert(token.to_string(), verified);
+        }
+        Ok(identity)
     }
 
     /// The key with this `kid`: a configured key, or one of a key set's.

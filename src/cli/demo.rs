@@ -57,7 +57,7 @@ pub fn run(arg: &ConfigArg) -> ExitCode {
             None
         }
     };
-    let server = match start(setup) {
+    let (server, _log) = match start(setup) {
         Ok(s) => s,
         Err(code) => return code,
     };

@@ -7,7 +7,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use super::{report_problems, ConfigArg};
 use crate::server::Server;
 use crate::setup::Setup;
-use crate::telemetry;
+use crate::telemetry::{self, LogFlush};
 
 pub fn run(arg: &ConfigArg) -> ExitCode {
     let config = match arg.load() {
@@ -15,7 +15,7 @@ pub fn run(arg: &ConfigArg) -> ExitCode {
         Err(problems) => return report_problems(&problems),
     };
     match start(config) {
-        Ok(server) => {
+        Ok((server, _log)) => {
             server.run_until_stopped();
             ExitCode::SUCCESS
         }
@@ -24,12 +24,13 @@ pub fn run(arg: &ConfigArg) -> ExitCode {
 }
 
 /// Sets up logging, starts the server, installs the signal handlers and then prints the ready
-/// line on stdout (so a signal sent after the line is always handled).
-pub(super) fn start(setup: Setup) -> Result<Server, ExitCode> {
-    if let Err(e) = telemetry::init(&setup.config.log) {
+/// line on stdout (so a signal sent after the line is always handled). Hold the [`LogFlush`]
+/// until the server has stopped: dropping it writes out the last log lines.
+pub(super) fn start(setup: Setup) -> Result<(Server, LogFlush), ExitCode> {
+    let log = telemetry::init(&setup.config.log).map_err(|e| {
         eprintln!("interlingua: {e}");
-        return Err(ExitCode::FAILURE);
-    }
+        ExitCode::FAILURE
+    })?;
     let server = Server::start(setup).map_err(|e| {
         tracing::error!("{e}");
         eprintln!("interlingua: {e}");
@@ -50,7 +51,7 @@ pub(super) fn start(setup: Setup) -> Result<Server, ExitCode> {
         proxies.join(","),
         server.admin_addr()
     );
-    Ok(server)
+    Ok((server, log))
 }
 
 /// SIGTERM or SIGINT begins a graceful shutdown; a second one stops waiting for in-flight

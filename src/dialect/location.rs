@@ -109,6 +109,10 @@ fn write_segments(target: &mut Value, segs: &[Segment], value: Value) -> bool {
             let Value::Object(o) = target else {
                 return false;
             };
+            // Looked up before inserting: most writes land in an object that has the key.
+            if let Some(slot) = o.get_mut(k.as_str()) {
+                return write_segments(slot, rest, value);
+            }
             let slot = o.entry(k.clone()).or_insert(Value::Null);
             write_segments(slot, rest, value)
         }

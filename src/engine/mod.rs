@@ -258,7 +258,7 @@ impl Engine {
             Operation::CancelTask => self.cancel(t, &doc, cx).await?,
             Operation::SearchTasks => self.search(t, &doc, cx).await?,
             Operation::Availability => self.availability(t, cx).await?,
-            Operation::InputSchema => views::doc(&[("schema", self.schema_for(t, cx).await?)]),
+            Operation::InputSchema => views::doc([("schema", self.schema_for(t, cx).await?)]),
             Operation::Describe => self.describe(t, req.prefix, base_url, cx).await?,
         };
         let mut out = out;

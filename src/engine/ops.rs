@@ -92,10 +92,10 @@ impl Engine {
             let rid = cx.request_id.to_string();
             let identity = cx.identity.cloned();
             tokio::spawn(async move { engine.execute(&t2, stored, &rid, identity.as_ref()).await });
-            return Ok(doc(&[("task", front_task(&task))]));
+            return Ok(doc([("task", front_task(&task))]));
         }
 
-        let back_doc = doc(&[("task", back_task(&stored.task))]);
+        let back_doc = doc([("task", back_task(&stored.task))]);
         let answer = self
             .call_back(t, Operation::CreateTask, &back_doc, cx)
             .await;
@@ -130,7 +130,7 @@ impl Engine {
             stored = self.wait_until_settled(t, stored, cx).await?;
             failed_as_error(fop, &stored)?;
         }
-        Ok(doc(&[("task", front_task(&stored.task))]))
+        Ok(doc([("task", front_task(&stored.task))]))
     }
 
     /// Runs a create on a back that answers only when done, and stores the outcome.
@@ -147,7 +147,7 @@ impl Engine {
             identity,
             spent: &mut spent,
         };
-        let back_doc = doc(&[("task", back_task(&stored.task))]);
+        let back_doc = doc([("task", back_task(&stored.task))]);
         let answer = self
             .call_back(t, Operation::CreateTask, &back_doc, &mut cx)
             .await;
@@ -176,7 +176,7 @@ impl Engine {
             let mut back = back_task(&stored.task);
             back["turn"] = json!(stored.task.turn + turns - 1);
             let answer = self
-                .call_back(t, Operation::GetTask, &doc(&[("task", back)]), &mut cx)
+                .call_back(t, Operation::GetTask, &doc([("task", back)]), &mut cx)
                 .await;
             match self.settle_sync(t, stored, answer, &mut cx).await {
                 Some(s) => stored = s,
@@ -231,7 +231,7 @@ impl Engine {
     ) -> Result<Value, ProxyError> {
         let stored = self.load(t, request, cx.identity).await?;
         let stored = self.refresh(t, stored, cx).await?;
-        Ok(doc(&[("task", front_task(&stored.task))]))
+        Ok(doc([("task", front_task(&stored.task))]))
     }
 
     /// provide_input: the input goes to the back; the task runs again.
@@ -292,7 +292,7 @@ impl Engine {
         let back_step = waiting
             .and_then(|i| back.get("steps").and_then(|s| s.get(i)).cloned())
             .unwrap_or(Value::Null);
-        let back_doc = doc(&[
+        let back_doc = doc([
             ("task", back),
             ("step", back_step),
             ("input", input.clone()),
@@ -328,7 +328,7 @@ impl Engine {
                     .cloned()
             })
             .unwrap_or(Value::Null);
-        Ok(doc(&[
+        Ok(doc([
             ("task", front_task(&stored.task)),
             ("step", step),
             ("input", input),
@@ -351,14 +351,14 @@ impl Engine {
             )));
         }
         if t.back.op(Operation::CancelTask).is_some() && stored.task.upstream_id.is_some() {
-            let back_doc = doc(&[("task", back_task(&stored.task))]);
+            let back_doc = doc([("task", back_task(&stored.task))]);
             self.call_back(t, Operation::CancelTask, &back_doc, cx)
                 .await?;
         }
         let stored = self
             .apply(t, stored, TaskPatch::status(Status::Cancelled), cx)
             .await?;
-        Ok(doc(&[("task", front_task(&stored.task))]))
+        Ok(doc([("task", front_task(&stored.task))]))
     }
 
     /// search_tasks: from the store, this route's tasks only.
@@ -592,7 +592,7 @@ impl Engine {
         {
             return Ok(stored);
         }
-        let back_doc = doc(&[("task", back_task(&stored.task))]);
+        let back_doc = doc([("task", back_task(&stored.task))]);
         let answer = self.call_back(t, Operation::GetTask, &back_doc, cx).await?;
         let patch = patch_from_back(&answer, &t.upstream.config.name, &t.back.name)?;
         self.apply(t, stored, patch, cx).await

@@ -38,12 +38,12 @@ pub fn back_task(task: &Task) -> Value {
     v
 }
 
-/// A document with these roots.
-pub fn doc(parts: &[(&str, Value)]) -> Value {
+/// A document with these roots (null ones left out).
+pub fn doc<const N: usize>(parts: [(&str, Value); N]) -> Value {
     let mut m = Map::new();
     for (k, v) in parts {
         if !v.is_null() {
-            m.insert((*k).to_string(), v.clone());
+            m.insert(k.to_string(), v);
         }
     }
     Value::Object(m)

@@ -78,7 +78,11 @@ impl<C: Clock + Clone> RouteLimits<C> {
 
     /// Counts one request; `Err` when a limit refuses it. The per-client limit applies only to
     /// requests without a subject (routes without auth).
-    pub fn check(&self, subject: Option<&str>, client: Option<IpAddr>) -> Result<(), Refusal> {
+    pub fn check(
+        &self,
+        subject: Option<&str>,
+        client: impl FnOnce() -> Option<IpAddr>,
+    ) -> Result<(), Refusal> {
         let now = self.clock.now();
         let refuse = |policy, quota: &Quota, wait: Duration| Refusal {
             policy,
@@ -90,10 +94,12 @@ impl<C: Clock + Clone> RouteLimits<C> {
                 .check_key(&s.to_string())
                 .map_err(|n| refuse("subject", q, n.wait_time_from(now)))?;
         }
-        if let (Some((q, limiter)), None, Some(ip)) = (&self.per_client, subject, client) {
-            limiter
-                .check_key(&ip)
-                .map_err(|n| refuse("client", q, n.wait_time_from(now)))?;
+        if let (Some((q, limiter)), None) = (&self.per_client, subject) {
+            if let Some(ip) = client() {
+                limiter
+                    .check_key(&ip)
+                    .map_err(|n| refuse("client", q, n.wait_time_from(now)))?;
+            }
         }
         if let Some((q, limiter)) = &self.route {
             limiter
@@ -159,20 +165,20 @@ mod tests {
     fn a_burst_over_the_limit_waits_for_the_next_cell() {
         let clock = FakeRelativeClock::default();
         let l = RouteLimits::with_clock(&limits("1/m, burst 2"), clock.clone());
-        assert!(l.check(Some("alice"), None).is_ok());
-        assert!(l.check(Some("alice"), None).is_ok());
-        let refused = l.check(Some("alice"), None).unwrap_err();
+        assert!(l.check(Some("alice"), || None).is_ok());
+        assert!(l.check(Some("alice"), || None).is_ok());
+        let refused = l.check(Some("alice"), || None).unwrap_err();
         assert_eq!(refused.policy, "subject");
         assert_eq!(refused.retry_after, Duration::from_secs(60));
         assert_eq!(refused.retry_after_secs(), 60);
         assert_eq!(refused.policy_header(), "\"subject\";q=1;w=60");
         assert_eq!(refused.limit_header(), "\"subject\";r=0;t=60");
         // Another subject has its own bucket.
-        assert!(l.check(Some("bob"), None).is_ok());
+        assert!(l.check(Some("bob"), || None).is_ok());
         // A minute later one more is allowed, and only one.
         clock.advance(Duration::from_secs(60));
-        assert!(l.check(Some("alice"), None).is_ok());
-        assert!(l.check(Some("alice"), None).is_err());
+        assert!(l.check(Some("alice"), || None).is_ok());
+        assert!(l.check(Some("alice"), || None).is_err());
     }
 
     #[test]
@@ -186,10 +192,10 @@ mod tests {
         let l = RouteLimits::with_clock(&cfg, clock);
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let b: IpAddr = "10.0.0.2".parse().unwrap();
-        assert!(l.check(None, Some(a)).is_ok());
-        assert_eq!(l.check(None, Some(a)).unwrap_err().policy, "client");
-        assert!(l.check(None, Some(b)).is_ok());
-        assert!(l.check(Some("s"), Some(b)).is_ok());
-        assert_eq!(l.check(Some("t"), Some(b)).unwrap_err().policy, "route");
+        assert!(l.check(None, || Some(a)).is_ok());
+        assert_eq!(l.check(None, || Some(a)).unwrap_err().policy, "client");
+        assert!(l.check(None, || Some(b)).is_ok());
+        assert!(l.check(Some("s"), || Some(b)).is_ok());
+        assert_eq!(l.check(Some("t"), || Some(b)).unwrap_err().policy, "route");
     }
 }

@@ -40,12 +40,15 @@ pub async fn check(
         }
         ctx.identity = Some(identity);
     }
-    let client = session
-        .client_addr()
-        .and_then(|a| a.as_inet())
-        .map(|a| a.ip());
     if let Some(limits) = state.limits.get(index) {
         let subject = ctx.identity.as_ref().map(|i| i.subject.as_str());
+        // Asked only when a per-client limit needs it: each ask is a system call.
+        let client = || {
+            session
+                .client_addr()
+                .and_then(|a| a.as_inet())
+                .map(|a| a.ip())
+        };
         limits
             .check(subject, client)
             .map_err(ProxyError::RateLimited)?;
