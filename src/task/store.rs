@@ -215,6 +215,11 @@ impl SqliteStore {
             None => self.writer.run(read).await,
         }
     }
+
+    #[cfg(test)]
+    pub(super) fn writer(&self) -> &Writer {
+        &self.writer
+    }
 }
 
 pub(crate) fn backend(e: rusqlite::Error) -> StoreError {
@@ -391,5 +396,93 @@ mod tests {
             .unwrap();
         let again = SqliteStore::open(dir.path()).unwrap();
         assert_eq!(again.get(&t.id).await.unwrap().unwrap().task, t);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_holds_never_take_more_than_the_balance() {
+        const CREDITS: usize = 40;
+        const CALLS: usize = 300;
+        let dir = tempfile::tempdir().unwrap();
+        for store in [
+            SqliteStore::open(dir.path()).unwrap(),
+            SqliteStore::in_memory().unwrap(),
+        ] {
+            let store = Arc::new(store);
+            let account = Account::new("gold", "ann");
+            store.grant(&account, CREDITS as i64, None).await.unwrap();
+            let calls: Vec<_> = (0..CALLS)
+                .map(|_| {
+                    let store = store.clone();
+                    tokio::spawn(async move {
+                        let hold = Hold {
+                            plan: "gold".to_string(),
+                            subject: "ann".to_string(),
+                            amount: 1,
+                        };
+                        store
+                            .insert_with_hold(&Task::new("r", Utc::now()), Some(&hold))
+                            .await
+                    })
+                })
+                .collect();
+            let mut held = 0;
+            for call in calls {
+                match call.await.unwrap() {
+                    Ok(()) => held += 1,
+                    Err(StoreError::Insufficient {
+                        available: 0,
+                        needed: 1,
+                    }) => {}
+                    Err(e) => panic!("unexpected {e:?}"),
+                }
+            }
+            assert_eq!(held, CREDITS);
+            let balance = store.balance(&account).await.unwrap();
+            assert_eq!((balance.held, balance.available()), (CREDITS as i64, 0));
+            assert_eq!(store.recompute(&account).await.unwrap(), balance);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn every_acknowledged_write_is_there_after_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+        let calls: Vec<_> = (0..200)
+            .map(|_| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let t = Task::new("r", Utc::now());
+                    store.insert(&t).await.map(|()| t.id)
+                })
+            })
+            .collect();
+        let mut acknowledged = Vec::new();
+        for call in calls {
+            acknowledged.push(call.await.unwrap().unwrap());
+        }
+        drop(Arc::into_inner(store).expect("the only reference"));
+        let again = SqliteStore::open(dir.path()).unwrap();
+        for id in &acknowledged {
+            assert!(again.get(id).await.unwrap().is_some(), "{id} is lost");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_do_not_wait_for_a_batch_in_progress() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let (done, pending) = (Task::new("r", Utc::now()), Task::new("r", Utc::now()));
+        store.insert(&done).await.unwrap();
+        let go = super::super::writer::pause::pause(store.writer());
+        let write = super::super::writer::pause::queue(store.insert(&pending));
+        let deadline = std::time::Duration::from_secs(5);
+        let read = tokio::time::timeout(deadline, store.get(&done.id)).await;
+        assert!(matches!(read, Ok(Ok(Some(_)))), "{read:?}");
+        // Not committed yet, so not seen yet.
+        let read = tokio::time::timeout(deadline, store.get(&pending.id)).await;
+        assert!(matches!(read, Ok(Ok(None))), "{read:?}");
+        drop(go);
+        assert_eq!(write.await, Ok(()));
+        assert!(store.get(&pending.id).await.unwrap().is_some());
     }
 }

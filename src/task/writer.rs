@@ -184,3 +184,167 @@ fn step(conn: &Connection, sql: &str) -> Result<(), StoreError> {
         .map(|_| ())
         .map_err(backend)
 }
+
+/// Test helpers: holding the writer still, so a test knows which jobs share a batch.
+#[cfg(test)]
+pub(super) mod pause {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::mpsc;
+    use std::task::{Context, Waker};
+    use std::time::Duration;
+
+    use super::Writer;
+
+    /// Keeps the writer thread busy until the returned sender is dropped; every job queued
+    /// meanwhile goes into the next batch together (up to [`super::MAX_BATCH`]).
+    pub fn pause(writer: &Writer) -> mpsc::Sender<()> {
+        let (started, has_started) = mpsc::channel();
+        let (go, wait) = mpsc::channel::<()>();
+        drop(writer.submit(move |_| {
+            let _ = started.send(());
+            let _ = wait.recv();
+            Ok(())
+        }));
+        has_started
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the writer thread took the pausing job");
+        go
+    }
+
+    /// Polls `call` once, which queues its job, and hands it back to be awaited later.
+    pub fn queue<F: Future + Unpin>(mut call: F) -> F {
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(
+            Pin::new(&mut call).poll(&mut cx).is_pending(),
+            "a queued write cannot be done while the writer is paused"
+        );
+        call
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+
+    use super::pause::{pause, queue};
+    use crate::credits::{Account, Hold};
+    use crate::task::{SqliteStore, StoreError, Task, TaskStore};
+
+    fn hold(subject: &str, amount: u64) -> Hold {
+        Hold {
+            plan: "gold".to_string(),
+            subject: subject.to_string(),
+            amount,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_leaves_the_rest_of_its_batch_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let account = Account::new("gold", "ann");
+        store.grant(&account, 1, None).await.unwrap();
+        let taken = Task::new("r", Utc::now());
+        store.insert(&taken).await.unwrap();
+        let (a, b, c) = (
+            Task::new("r", Utc::now()),
+            Task::new("r", Utc::now()),
+            Task::new("r", Utc::now()),
+        );
+        let (one, two) = (hold("ann", 1), hold("ann", 1));
+
+        let go = pause(store.writer());
+        let first = queue(store.insert(&a));
+        let duplicate = queue(store.insert(&taken));
+        let held = queue(store.insert_with_hold(&b, Some(&one)));
+        // Sees the hold just above, in the same transaction: nothing left.
+        let short = queue(store.insert_with_hold(&c, Some(&two)));
+        drop(go);
+
+        assert_eq!(first.await, Ok(()));
+        assert_eq!(
+            duplicate.await,
+            Err(StoreError::Duplicate(taken.id.clone()))
+        );
+        assert_eq!(held.await, Ok(()));
+        assert_eq!(
+            short.await,
+            Err(StoreError::Insufficient {
+                available: 0,
+                needed: 1
+            })
+        );
+        for (task, stored) in [(&a, true), (&b, true), (&c, false)] {
+            assert_eq!(store.get(&task.id).await.unwrap().is_some(), stored);
+        }
+        let balance = store.balance(&account).await.unwrap();
+        assert_eq!((balance.held, balance.available()), (1, 0));
+        assert_eq!(store.recompute(&account).await.unwrap(), balance);
+    }
+
+    #[tokio::test]
+    async fn a_write_that_panics_fails_alone() {
+        let store = SqliteStore::in_memory().unwrap();
+        let (a, b) = (Task::new("r", Utc::now()), Task::new("r", Utc::now()));
+        let go = pause(store.writer());
+        let before = queue(store.insert(&a));
+        let panics = store.writer().submit(|c| -> Result<(), StoreError> {
+            c.execute_batch("DELETE FROM tasks").unwrap();
+            panic!("a bug in a store write")
+        });
+        let after = queue(store.insert(&b));
+        drop(go);
+        assert_eq!(before.await, Ok(()));
+        assert!(matches!(panics.await, Ok(Err(StoreError::Backend(_)))));
+        assert_eq!(after.await, Ok(()));
+        assert!(store.get(&a.id).await.unwrap().is_some());
+        assert!(store.get(&b.id).await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_batch_that_cannot_commit_fails_every_write_in_it() {
+        let store = SqliteStore::in_memory().unwrap();
+        let (a, b) = (Task::new("r", Utc::now()), Task::new("r", Utc::now()));
+        let go = pause(store.writer());
+        let before = queue(store.insert(&a));
+        // Ends the batch's transaction behind the writer's back: nothing before it is stored.
+        let breaks = store
+            .writer()
+            .submit(|c| c.execute_batch("ROLLBACK").map_err(super::backend));
+        let after = queue(store.insert(&b));
+        drop(go);
+        assert!(matches!(before.await, Err(StoreError::Backend(_))));
+        assert!(matches!(breaks.await, Ok(Err(StoreError::Backend(_)))));
+        assert!(matches!(after.await, Err(StoreError::Backend(_))));
+        assert!(store.get(&a.id).await.unwrap().is_none());
+        // The writer goes on with the next batch.
+        assert_eq!(store.insert(&b).await, Ok(()));
+    }
+
+    #[tokio::test]
+    async fn writes_queued_when_the_store_is_dropped_are_committed_and_answered() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let tasks: Vec<Task> = (0..20).map(|_| Task::new("r", Utc::now())).collect();
+        let go = pause(store.writer());
+        let answers: Vec<_> = tasks
+            .iter()
+            .map(|t| {
+                let row = super::super::rows::Row::new(t).unwrap();
+                store
+                    .writer()
+                    .submit(move |c| super::super::rows::insert(c, &row))
+            })
+            .collect();
+        drop(go);
+        drop(store);
+        for answer in answers {
+            assert_eq!(answer.await, Ok(Ok(())));
+        }
+        let again = SqliteStore::open(dir.path()).unwrap();
+        for t in &tasks {
+            assert!(again.get(&t.id).await.unwrap().is_some());
+        }
+    }
+}
