@@ -11,6 +11,8 @@ pub mod observe;
 mod readers;
 mod rows;
 pub mod store;
+#[cfg(test)]
+mod throughput;
 pub mod time;
 mod writer;
 

@@ -144,7 +144,14 @@ fn serve(conn: &Connection, queue: &mpsc::Receiver<Box<dyn Job>>) {
     while let Ok(first) = queue.recv() {
         batch.push(first);
         batch.extend(queue.try_iter().take(MAX_BATCH - 1));
+        let started = std::time::Instant::now();
         let outcome = commit(conn, &mut batch);
+        tracing::trace!(
+            jobs = batch.len(),
+            micros = started.elapsed().as_micros() as u64,
+            ok = outcome.is_ok(),
+            "store batch"
+        );
         if outcome.is_err() && !conn.is_autocommit() {
             // Leave no half-batch open for the next one to commit by accident.
             let _ = conn.execute_batch("ROLLBACK");
