@@ -197,12 +197,6 @@ impl SqliteStore {
         // written and read back for every write (the durable copy is the WAL, as always).
         conn.pragma_update(None, "temp_store", "MEMORY")
             .map_err(backend)?;
-        // A checkpoint copies every page the WAL holds back into the database file, once per page
-        // however often it was written since the last one: 10 000 pages (40 MB of WAL) instead of
-        // SQLite's 1 000 copies the hot pages (the account, the newest leaves of every index) far
-        // less often; ≈ 1.2× the durable creates a second on one core.
-        conn.pragma_update(None, "wal_autocheckpoint", 10_000)
-            .map_err(backend)?;
         // Every write statement (tasks, ledger, the batch's own brackets) stays prepared.
         conn.set_prepared_statement_cache_capacity(64);
         conn.execute_batch(SCHEMA).map_err(backend)?;
