@@ -115,10 +115,11 @@ pub trait TaskStore: Send + Sync {
 /// The SQLite task store: one writer thread that commits writes in groups (see
 /// [`writer`](super::writer)), and a pool of read connections beside it.
 pub struct SqliteStore {
-    writer: Writer,
     /// `None` in memory: another connection would open another (empty) database, so reads go
-    /// through the writer there.
+    /// through the writer there. Declared (so dropped) before the writer: the writer's connection
+    /// closes last, and closing the last connection checkpoints the WAL into the database file.
     readers: Option<Arc<Readers>>,
+    writer: Writer,
 }
 
 const SCHEMA: &str = "
@@ -201,8 +202,8 @@ impl SqliteStore {
         conn.set_prepared_statement_cache_capacity(64);
         conn.execute_batch(SCHEMA).map_err(backend)?;
         Ok(SqliteStore {
-            writer: Writer::start(conn)?,
             readers,
+            writer: Writer::start(conn)?,
         })
     }
 
