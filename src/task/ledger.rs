@@ -1,4 +1,5 @@
-//! The credit ledger's SQL, run inside the store's transactions.
+//! The credit ledger's SQL, run inside the store's transactions (the hot statements stay prepared
+//! on the connection).
 
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -36,11 +37,13 @@ impl<'a> Entry<'a> {
 /// per task and one capture per task and step, turn a repeat into a no-op).
 fn row(c: &Connection, account: &Account, e: Entry<'_>) -> Result<bool, StoreError> {
     let n = c
-        .execute(
+        .prepare_cached(
             "INSERT OR IGNORE INTO ledger (at, plan, subject, kind, amount, from_hold, task_id, step_id, note)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            params![now(), account.plan, account.subject, e.kind, e.amount, e.from_hold, e.task, e.step, e.note],
         )
+        .and_then(|mut s| {
+            s.execute(params![now(), account.plan, account.subject, e.kind, e.amount, e.from_hold, e.task, e.step, e.note])
+        })
         .map_err(backend)?;
     Ok(n == 1)
 }
@@ -48,12 +51,15 @@ fn row(c: &Connection, account: &Account, e: Entry<'_>) -> Result<bool, StoreErr
 /// The account's balance (zero for an account never seen).
 pub fn balance(c: &Connection, a: &Account) -> Result<Balance, StoreError> {
     let found: Option<(i64, i64, i64)> = c
-        .query_row(
+        .prepare_cached(
             "SELECT granted, captured, held FROM accounts WHERE plan = ?1 AND subject = ?2",
-            params![a.plan, a.subject],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
-        .optional()
+        .and_then(|mut s| {
+            s.query_row(params![a.plan, a.subject], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .optional()
+        })
         .map_err(backend)?;
     let (granted, captured, held) = found.unwrap_or((0, 0, 0));
     Ok(Balance {
@@ -72,11 +78,11 @@ fn adjust(
     captured: i64,
     held: i64,
 ) -> Result<(), StoreError> {
-    c.execute(
+    c.prepare_cached(
         "INSERT INTO accounts (plan, subject, granted, captured, held) VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (plan, subject) DO UPDATE SET granted = granted + ?3, captured = captured + ?4, held = held + ?5",
-        params![a.plan, a.subject, granted, captured, held],
     )
+    .and_then(|mut s| s.execute(params![a.plan, a.subject, granted, captured, held]))
     .map_err(backend)?;
     Ok(())
 }
@@ -123,10 +129,10 @@ pub fn hold(c: &Connection, task: &str, a: &Account, amount: u64) -> Result<(), 
     )? {
         return Ok(());
     }
-    c.execute(
+    c.prepare_cached(
         "INSERT INTO holds (task_id, plan, subject, amount, remaining, open) VALUES (?1, ?2, ?3, ?4, ?4, 1)",
-        params![task, a.plan, a.subject, amount],
     )
+    .and_then(|mut s| s.execute(params![task, a.plan, a.subject, amount]))
     .map_err(backend)?;
     adjust(c, a, 0, 0, amount)
 }
@@ -138,12 +144,11 @@ pub fn settle(c: &Connection, task: &str, s: &Settlement) -> Result<Settled, Sto
         return Ok(settled);
     }
     let hold: Option<(String, String, i64, bool)> = c
-        .query_row(
-            "SELECT plan, subject, remaining, open FROM holds WHERE task_id = ?1",
-            [task],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .optional()
+        .prepare_cached("SELECT plan, subject, remaining, open FROM holds WHERE task_id = ?1")
+        .and_then(|mut s| {
+            s.query_row([task], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                .optional()
+        })
         .map_err(backend)?;
     // Credits belong to the account that held them; a task without a hold is free.
     let Some((plan, subject, mut remaining, open)) = hold else {
@@ -169,11 +174,9 @@ pub fn settle(c: &Connection, task: &str, s: &Settlement) -> Result<Settled, Sto
         }
         adjust(c, &account, 0, charged, -from_hold)?;
         remaining -= from_hold;
-        c.execute(
-            "UPDATE holds SET remaining = ?1 WHERE task_id = ?2",
-            params![remaining, task],
-        )
-        .map_err(backend)?;
+        c.prepare_cached("UPDATE holds SET remaining = ?1 WHERE task_id = ?2")
+            .and_then(|mut s| s.execute(params![remaining, task]))
+            .map_err(backend)?;
         settled.captured += charged as u64;
     }
     if s.release && open {
@@ -185,11 +188,9 @@ pub fn settle(c: &Connection, task: &str, s: &Settlement) -> Result<Settled, Sto
             adjust(c, &account, 0, 0, -remaining)?;
             settled.released = remaining as u64;
         }
-        c.execute(
-            "UPDATE holds SET remaining = 0, open = 0 WHERE task_id = ?1",
-            [task],
-        )
-        .map_err(backend)?;
+        c.prepare_cached("UPDATE holds SET remaining = 0, open = 0 WHERE task_id = ?1")
+            .and_then(|mut s| s.execute([task]))
+            .map_err(backend)?;
     }
     Ok(settled)
 }

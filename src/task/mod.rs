@@ -1,10 +1,20 @@
 //! Tasks: the canonical model, how observations fold into it, timestamps, and the store.
+//!
+//! The store ([`store`]) is the interface and its SQLite implementation; beneath it, the tasks
+//! table's SQL ([`rows`]), the credit ledger's ([`ledger`]), the one thread every write goes
+//! through, committing writes in groups ([`writer`]), and the read connections beside it
+//! ([`readers`]).
 
 mod ledger;
 pub mod model;
 pub mod observe;
+mod readers;
+mod rows;
 pub mod store;
+#[cfg(test)]
+mod throughput;
 pub mod time;
+mod writer;
 
 pub use model::*;
 pub use observe::{Observation, StepSource};

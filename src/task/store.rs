@@ -9,11 +9,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use parking_lot::Mutex;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::Connection;
 
 use super::ledger;
 use super::model::{Status, Task};
+use super::readers::Readers;
+use super::rows::{self, Row};
+use super::writer::Writer;
 pub use crate::credits::{Account, Balance, Hold, LedgerRow, Settled, Settlement};
 
 /// Why the store could not do what was asked.
@@ -73,6 +75,10 @@ pub trait TaskStore: Send + Sync {
     async fn insert(&self, task: &Task) -> Result<(), StoreError> {
         self.insert_with_hold(task, None).await
     }
+    /// Stores new tasks, without credits, all or none: [`StoreError::Duplicate`] (and nothing
+    /// stored) when one of the ids is taken. For loading many tasks at once: one transaction,
+    /// where [`TaskStore::insert`] is one per task.
+    async fn insert_many(&self, tasks: &[Task]) -> Result<(), StoreError>;
     /// Replaces the task if it is still at `version`; returns the new version.
     async fn update(&self, task: &Task, version: i64) -> Result<i64, StoreError> {
         self.update_and_settle(task, version, &Settlement::default())
@@ -106,9 +112,14 @@ pub trait TaskStore: Send + Sync {
     async fn unfinished(&self) -> Result<Vec<Task>, StoreError>;
 }
 
-/// The SQLite task store.
+/// The SQLite task store: one writer thread that commits writes in groups (see
+/// [`writer`](super::writer)), and a pool of read connections beside it.
 pub struct SqliteStore {
-    conn: Arc<Mutex<Connection>>,
+    /// `None` in memory: another connection would open another (empty) database, so reads go
+    /// through the writer there. Declared (so dropped) before the writer: the writer's connection
+    /// closes last, and closing the last connection checkpoints the WAL into the database file.
+    readers: Option<Arc<Readers>>,
+    writer: Writer,
 }
 
 const SCHEMA: &str = "
@@ -165,16 +176,17 @@ CREATE INDEX IF NOT EXISTS ledger_by_account ON ledger (plan, subject, seq);
 impl SqliteStore {
     /// Opens (creating if needed) `<dir>/interlingua.db`.
     pub fn open(dir: &Path) -> Result<SqliteStore, StoreError> {
-        let conn = Connection::open(dir.join("interlingua.db")).map_err(backend)?;
-        SqliteStore::init(conn)
+        let path = dir.join("interlingua.db");
+        let conn = Connection::open(&path).map_err(backend)?;
+        SqliteStore::init(conn, Some(Readers::new(path)))
     }
 
     /// A store in memory, for tests and `translate`.
     pub fn in_memory() -> Result<SqliteStore, StoreError> {
-        SqliteStore::init(Connection::open_in_memory().map_err(backend)?)
+        SqliteStore::init(Connection::open_in_memory().map_err(backend)?, None)
     }
 
-    fn init(conn: Connection) -> Result<SqliteStore, StoreError> {
+    fn init(conn: Connection, readers: Option<Arc<Readers>>) -> Result<SqliteStore, StoreError> {
         // WAL: readers never wait for the writer; FULL: a committed task survives power loss.
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(backend)?;
@@ -182,21 +194,36 @@ impl SqliteStore {
             .map_err(backend)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(backend)?;
+        // Each write's savepoint journals the pages it changes: in memory, not in a temporary file
+        // written and read back for every write (the durable copy is the WAL, as always).
+        conn.pragma_update(None, "temp_store", "MEMORY")
+            .map_err(backend)?;
+        // Every write statement (tasks, ledger, the batch's own brackets) stays prepared.
+        conn.set_prepared_statement_cache_capacity(64);
         conn.execute_batch(SCHEMA).map_err(backend)?;
         Ok(SqliteStore {
-            conn: Arc::new(Mutex::new(conn)),
+            readers,
+            writer: Writer::start(conn)?,
         })
     }
 
-    /// Runs `f` on the connection off the async threads.
-    async fn with<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
-    ) -> Result<T, StoreError> {
-        let conn = self.conn.clone();
-        tokio::task::spawn_blocking(move || f(&mut conn.lock()))
-            .await
-            .map_err(|e| StoreError::Backend(format!("store worker: {e}")))?
+    /// Runs `read` on a read connection (or, in memory, in the writer's next batch);
+    /// `snapshot`: all its statements see one state.
+    async fn read<T, F>(&self, snapshot: bool, read: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+        T: Send + 'static,
+    {
+        match &self.readers {
+            Some(readers) => readers.run(snapshot, read).await,
+            // The writer's batch is one transaction: a snapshot already.
+            None => self.writer.run(read).await,
+        }
+    }
+
+    #[cfg(test)]
+    pub(super) fn writer(&self) -> &Writer {
+        &self.writer
     }
 }
 
@@ -204,81 +231,42 @@ pub(crate) fn backend(e: rusqlite::Error) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
-fn encode(task: &Task) -> Result<String, StoreError> {
-    serde_json::to_string(task).map_err(|e| StoreError::Backend(format!("encoding task: {e}")))
-}
-
-fn decode(doc: &str) -> Result<Task, StoreError> {
-    serde_json::from_str(doc).map_err(|e| StoreError::Backend(format!("decoding stored task: {e}")))
-}
-
 #[async_trait]
 impl TaskStore for SqliteStore {
     async fn insert_with_hold(&self, task: &Task, hold: Option<&Hold>) -> Result<(), StoreError> {
-        let t = task.clone();
-        let doc = encode(task)?;
-        let hold = hold.cloned();
-        self.with(move |c| {
-            let tx = c
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                .map_err(backend)?;
-            let r = tx.execute(
-                "INSERT INTO tasks (id, route, subject, status, name, upstream_id, terminal, created_at, updated_at, version, doc)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10)",
-                params![
-                    t.id,
-                    t.route,
-                    t.subject,
-                    t.status.name(),
-                    t.name,
-                    t.upstream_id,
-                    t.status.is_terminal(),
-                    t.created_at.to_rfc3339(),
-                    t.updated_at.to_rfc3339(),
-                    doc
-                ],
-            );
-            match r {
-                Ok(_) => {}
-                Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
-                    return Err(StoreError::Duplicate(t.id.clone()));
+        let row = Row::new(task)?;
+        let hold = hold.filter(|h| h.amount > 0).cloned();
+        self.writer
+            .run(move |c| {
+                rows::insert(c, &row)?;
+                if let Some(h) = hold {
+                    let account = Account::new(&h.plan, &h.subject);
+                    // Read in the batch's transaction, after the jobs before this one: a hold
+                    // earlier in the batch counts.
+                    let balance = ledger::balance(c, &account)?;
+                    if balance.available() < h.amount as i64 {
+                        return Err(StoreError::Insufficient {
+                            available: balance.available(),
+                            needed: h.amount,
+                        });
+                    }
+                    ledger::hold(c, row.id(), &account, h.amount)?;
                 }
-                Err(e) => return Err(backend(e)),
-            }
-            if let Some(h) = hold.filter(|h| h.amount > 0) {
-                let account = Account::new(&h.plan, &h.subject);
-                let balance = ledger::balance(&tx, &account)?;
-                if balance.available() < h.amount as i64 {
-                    return Err(StoreError::Insufficient {
-                        available: balance.available(),
-                        needed: h.amount,
-                    });
-                }
-                ledger::hold(&tx, &t.id, &account, h.amount)?;
-            }
-            tx.commit().map_err(backend)
-        })
-        .await
+                Ok(())
+            })
+            .await
+    }
+
+    async fn insert_many(&self, tasks: &[Task]) -> Result<(), StoreError> {
+        let rows = tasks.iter().map(Row::new).collect::<Result<Vec<_>, _>>()?;
+        self.writer
+            .run(move |c| rows.iter().try_for_each(|r| rows::insert(c, r)))
+            .await
     }
 
     async fn get(&self, id: &str) -> Result<Option<Stored>, StoreError> {
         let id = id.to_string();
-        self.with(move |c| {
-            let row: Option<(String, i64)> = c
-                .query_row("SELECT doc, version FROM tasks WHERE id = ?1", [&id], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })
-                .optional()
-                .map_err(backend)?;
-            row.map(|(doc, version)| {
-                Ok(Stored {
-                    task: decode(&doc)?,
-                    version,
-                })
-            })
-            .transpose()
-        })
-        .await
+        self.read(false, move |c| rows::get(c, &id)).await
     }
 
     async fn update_and_settle(
@@ -287,38 +275,15 @@ impl TaskStore for SqliteStore {
         version: i64,
         settlement: &Settlement,
     ) -> Result<(i64, Settled), StoreError> {
-        let t = task.clone();
-        let doc = encode(task)?;
+        let row = Row::new(task)?;
         let settlement = settlement.clone();
-        self.with(move |c| {
-            let tx = c
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                .map_err(backend)?;
-            let n = tx
-                .execute(
-                    "UPDATE tasks SET status = ?1, name = ?2, upstream_id = ?3, terminal = ?4, updated_at = ?5,
-                            version = version + 1, doc = ?6
-                     WHERE id = ?7 AND version = ?8",
-                    params![
-                        t.status.name(),
-                        t.name,
-                        t.upstream_id,
-                        t.status.is_terminal(),
-                        t.updated_at.to_rfc3339(),
-                        doc,
-                        t.id,
-                        version
-                    ],
-                )
-                .map_err(backend)?;
-            if n != 1 {
-                return Err(StoreError::Conflict);
-            }
-            let settled = ledger::settle(&tx, &t.id, &settlement)?;
-            tx.commit().map_err(backend)?;
-            Ok((version + 1, settled))
-        })
-        .await
+        self.writer
+            .run(move |c| {
+                rows::update(c, &row, version)?;
+                let settled = ledger::settle(c, row.id(), &settlement)?;
+                Ok((version + 1, settled))
+            })
+            .await
     }
 
     async fn charge(
@@ -331,15 +296,9 @@ impl TaskStore for SqliteStore {
             captures: vec![capture.clone()],
             release: false,
         };
-        self.with(move |c| {
-            let tx = c
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                .map_err(backend)?;
-            let settled = ledger::settle(&tx, &task_id, &settlement)?;
-            tx.commit().map_err(backend)?;
-            Ok(settled)
-        })
-        .await
+        self.writer
+            .run(move |c| ledger::settle(c, &task_id, &settlement))
+            .await
     }
 
     async fn grant(
@@ -350,92 +309,37 @@ impl TaskStore for SqliteStore {
     ) -> Result<Balance, StoreError> {
         let account = account.clone();
         let note = note.map(str::to_string);
-        self.with(move |c| {
-            let tx = c
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                .map_err(backend)?;
-            let b = ledger::grant(&tx, &account, amount, note.as_deref())?;
-            tx.commit().map_err(backend)?;
-            Ok(b)
-        })
-        .await
+        self.writer
+            .run(move |c| ledger::grant(c, &account, amount, note.as_deref()))
+            .await
     }
 
     async fn balance(&self, account: &Account) -> Result<Balance, StoreError> {
         let account = account.clone();
-        self.with(move |c| ledger::balance(c, &account)).await
+        self.read(false, move |c| ledger::balance(c, &account))
+            .await
     }
 
     async fn history(&self, account: &Account, limit: u32) -> Result<Vec<LedgerRow>, StoreError> {
         let account = account.clone();
-        self.with(move |c| ledger::history(c, &account, limit))
+        self.read(false, move |c| ledger::history(c, &account, limit))
             .await
     }
 
     async fn recompute(&self, account: &Account) -> Result<Balance, StoreError> {
         let account = account.clone();
-        self.with(move |c| ledger::recompute(c, &account)).await
+        // Several sums over the ledger: a write landing between two of them would unbalance them.
+        self.read(true, move |c| ledger::recompute(c, &account))
+            .await
     }
 
     async fn search(&self, q: &TaskQuery) -> Result<(Vec<Task>, u64), StoreError> {
         let q = q.clone();
-        self.with(move |c| {
-            let filter = "WHERE (?1 IS NULL OR route = ?1) AND (?2 IS NULL OR subject = ?2)
-                          AND (?3 IS NULL OR status = ?3) AND (?4 IS NULL OR name = ?4)
-                          AND (?5 IS NULL OR json_extract(doc, '$.conversation') = ?5)";
-            let status = q.status.map(Status::name);
-            let total: i64 = c
-                .query_row(
-                    &format!("SELECT COUNT(*) FROM tasks {filter}"),
-                    params![q.route, q.subject, status, q.name, q.conversation],
-                    |r| r.get(0),
-                )
-                .map_err(backend)?;
-            let size = q.page_size.clamp(1, 1000);
-            let offset = (q.page.max(1) - 1) as i64 * size as i64;
-            let mut stmt = c
-                .prepare(&format!(
-                    "SELECT doc FROM tasks {filter} ORDER BY created_at DESC, id LIMIT ?6 OFFSET ?7"
-                ))
-                .map_err(backend)?;
-            let docs = stmt
-                .query_map(
-                    params![
-                        q.route,
-                        q.subject,
-                        status,
-                        q.name,
-                        q.conversation,
-                        size,
-                        offset
-                    ],
-                    |r| r.get::<_, String>(0),
-                )
-                .map_err(backend)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(backend)?;
-            let tasks = docs
-                .iter()
-                .map(|d| decode(d))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok((tasks, total.max(0) as u64))
-        })
-        .await
+        self.read(true, move |c| rows::search(c, &q)).await
     }
 
     async fn unfinished(&self) -> Result<Vec<Task>, StoreError> {
-        self.with(|c| {
-            let mut stmt = c
-                .prepare("SELECT doc FROM tasks WHERE terminal = 0 ORDER BY created_at")
-                .map_err(backend)?;
-            let docs = stmt
-                .query_map([], |r| r.get::<_, String>(0))
-                .map_err(backend)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(backend)?;
-            docs.iter().map(|d| decode(d)).collect()
-        })
-        .await
+        self.read(false, rows::unfinished).await
     }
 }
 
@@ -497,5 +401,93 @@ mod tests {
             .unwrap();
         let again = SqliteStore::open(dir.path()).unwrap();
         assert_eq!(again.get(&t.id).await.unwrap().unwrap().task, t);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_holds_never_take_more_than_the_balance() {
+        const CREDITS: usize = 40;
+        const CALLS: usize = 300;
+        let dir = tempfile::tempdir().unwrap();
+        for store in [
+            SqliteStore::open(dir.path()).unwrap(),
+            SqliteStore::in_memory().unwrap(),
+        ] {
+            let store = Arc::new(store);
+            let account = Account::new("gold", "ann");
+            store.grant(&account, CREDITS as i64, None).await.unwrap();
+            let calls: Vec<_> = (0..CALLS)
+                .map(|_| {
+                    let store = store.clone();
+                    tokio::spawn(async move {
+                        let hold = Hold {
+                            plan: "gold".to_string(),
+                            subject: "ann".to_string(),
+                            amount: 1,
+                        };
+                        store
+                            .insert_with_hold(&Task::new("r", Utc::now()), Some(&hold))
+                            .await
+                    })
+                })
+                .collect();
+            let mut held = 0;
+            for call in calls {
+                match call.await.unwrap() {
+                    Ok(()) => held += 1,
+                    Err(StoreError::Insufficient {
+                        available: 0,
+                        needed: 1,
+                    }) => {}
+                    Err(e) => panic!("unexpected {e:?}"),
+                }
+            }
+            assert_eq!(held, CREDITS);
+            let balance = store.balance(&account).await.unwrap();
+            assert_eq!((balance.held, balance.available()), (CREDITS as i64, 0));
+            assert_eq!(store.recompute(&account).await.unwrap(), balance);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn every_acknowledged_write_is_there_after_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+        let calls: Vec<_> = (0..200)
+            .map(|_| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let t = Task::new("r", Utc::now());
+                    store.insert(&t).await.map(|()| t.id)
+                })
+            })
+            .collect();
+        let mut acknowledged = Vec::new();
+        for call in calls {
+            acknowledged.push(call.await.unwrap().unwrap());
+        }
+        drop(Arc::into_inner(store).expect("the only reference"));
+        let again = SqliteStore::open(dir.path()).unwrap();
+        for id in &acknowledged {
+            assert!(again.get(id).await.unwrap().is_some(), "{id} is lost");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_do_not_wait_for_a_batch_in_progress() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let (done, pending) = (Task::new("r", Utc::now()), Task::new("r", Utc::now()));
+        store.insert(&done).await.unwrap();
+        let go = super::super::writer::pause::pause(store.writer());
+        let write = super::super::writer::pause::queue(store.insert(&pending));
+        let deadline = std::time::Duration::from_secs(5);
+        let read = tokio::time::timeout(deadline, store.get(&done.id)).await;
+        assert!(matches!(read, Ok(Ok(Some(_)))), "{read:?}");
+        // Not committed yet, so not seen yet.
+        let read = tokio::time::timeout(deadline, store.get(&pending.id)).await;
+        assert!(matches!(read, Ok(Ok(None))), "{read:?}");
+        drop(go);
+        assert_eq!(write.await, Ok(()));
+        assert!(store.get(&pending.id).await.unwrap().is_some());
     }
 }
