@@ -78,6 +78,32 @@ impl Readers {
         .map_err(|e| StoreError::Backend(format!("store reader: {e}")))?
     }
 
+    /// Runs a point read (one row by its key) on this thread when a connection is free, else as
+    /// [`Readers::run`] does. A lookup by primary key takes microseconds and, in WAL mode, never
+    /// waits for the writer: handing it to another thread and back would cost more than the read.
+    pub(super) async fn run_point<T, F>(self: &Arc<Self>, read: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+        T: Send + 'static,
+    {
+        let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+            return self.run(false, read).await;
+        };
+        let popped = self.idle.lock().pop();
+        let conn = match popped {
+            Some(c) => c,
+            // Opening a connection reads the schema: not on this thread.
+            None => {
+                drop(permit);
+                return self.run(false, read).await;
+            }
+        };
+        let result = read(&conn);
+        self.idle.lock().push(conn);
+        drop(permit);
+        result
+    }
+
     fn open(&self) -> Result<Connection, StoreError> {
         let conn = Connection::open_with_flags(
             &self.path,

@@ -266,7 +266,11 @@ impl TaskStore for SqliteStore {
 
     async fn get(&self, id: &str) -> Result<Option<Stored>, StoreError> {
         let id = id.to_string();
-        self.read(false, move |c| rows::get(c, &id)).await
+        match &self.readers {
+            // The hottest read of all (every poll of a task): done here when it can be.
+            Some(readers) => readers.run_point(move |c| rows::get(c, &id)).await,
+            None => self.read(false, move |c| rows::get(c, &id)).await,
+        }
     }
 
     async fn update_and_settle(
