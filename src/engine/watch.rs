@@ -11,7 +11,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 
 use super::{Cx, Engine, Spent, Translated};
-use crate::task::{Operation, Status};
+use crate::task::{Operation, Status, Unfinished};
 
 /// How many tasks are refreshed at the same time.
 const CONCURRENCY: usize = 16;
@@ -119,7 +119,7 @@ impl Watcher {
 
     /// Picks up a task found unfinished at start-up: a synchronous back's call in flight was lost
     /// with the process (the task fails, its hold is released); anything else is followed again.
-    async fn resume(&self, task: crate::task::Task) {
+    async fn resume(&self, task: Unfinished) {
         let Some(t) = self.routes.get(&task.route) else {
             tracing::warn!(task = %task.id, route = %task.route, "the task's route is no longer configured");
             return;

@@ -18,4 +18,4 @@ mod writer;
 
 pub use model::*;
 pub use observe::{Observation, StepSource};
-pub use store::{SqliteStore, StoreError, Stored, TaskQuery, TaskStore};
+pub use store::{SqliteStore, StoreError, Stored, TaskQuery, TaskStore, Unfinished};

@@ -6,7 +6,7 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::model::{Status, Task};
-use super::store::{backend, StoreError, Stored, TaskQuery};
+use super::store::{backend, StoreError, Stored, TaskQuery, Unfinished};
 
 /// A task as the `tasks` table holds it.
 pub(super) struct Row {
@@ -170,14 +170,27 @@ pub(super) fn search(c: &Connection, q: &TaskQuery) -> Result<(Vec<Task>, u64), 
 }
 
 /// Every task that has not ended, oldest first.
-pub(super) fn unfinished(c: &Connection) -> Result<Vec<Task>, StoreError> {
+pub(super) fn unfinished(c: &Connection) -> Result<Vec<Unfinished>, StoreError> {
+    // The columns only, not the documents: a store can hold many unfinished tasks at a restart,
+    // and the watcher reads each one when it comes due.
     let mut stmt = c
-        .prepare("SELECT doc FROM tasks WHERE terminal = 0 ORDER BY created_at")
+        .prepare("SELECT id, route, status FROM tasks WHERE terminal = 0 ORDER BY created_at")
         .map_err(backend)?;
-    let docs = stmt
-        .query_map([], |r| r.get::<_, String>(0))
-        .map_err(backend)?
-        .collect::<Result<Vec<_>, _>>()
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })
         .map_err(backend)?;
-    docs.iter().map(|d| decode(d)).collect()
+    rows.map(|row| {
+        let (id, route, status) = row.map_err(backend)?;
+        let status = Status::from_name(&status).ok_or_else(|| {
+            StoreError::Backend(format!("task {id} has an unknown status `{status}`"))
+        })?;
+        Ok(Unfinished { id, route, status })
+    })
+    .collect()
 }

@@ -55,6 +55,14 @@ pub struct TaskQuery {
 }
 
 /// Where tasks and credits live.
+/// A task that has not ended, as far as a watcher resuming it needs to know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unfinished {
+    pub id: String,
+    pub route: String,
+    pub status: Status,
+}
+
 #[async_trait]
 pub trait TaskStore: Send + Sync {
     /// Stores a new task (version 1) and, in the same transaction, holds credits for it;
@@ -109,7 +117,7 @@ pub trait TaskStore: Send + Sync {
     /// Tasks matching the query, newest first, and how many match in all.
     async fn search(&self, query: &TaskQuery) -> Result<(Vec<Task>, u64), StoreError>;
     /// Every task that has not ended, oldest first (for watchers resuming after a restart).
-    async fn unfinished(&self) -> Result<Vec<Task>, StoreError>;
+    async fn unfinished(&self) -> Result<Vec<Unfinished>, StoreError>;
 }
 
 /// The SQLite task store: one writer thread that commits writes in groups (see
@@ -342,7 +350,7 @@ impl TaskStore for SqliteStore {
         self.read(true, move |c| rows::search(c, &q)).await
     }
 
-    async fn unfinished(&self) -> Result<Vec<Task>, StoreError> {
+    async fn unfinished(&self) -> Result<Vec<Unfinished>, StoreError> {
         self.read(false, rows::unfinished).await
     }
 }
