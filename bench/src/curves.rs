@@ -291,6 +291,49 @@ pub fn routes(t: &Targets) -> Curve {
 /// get_task against the number of tasks in the store: the store is seeded (finished tasks)
 /// up to each point, interlingua restarted on it, and asked for the running task (store lookup
 /// and a poll of the agent) and for random stored tasks (store only).
+/// How many unfinished tasks the memory target names.
+const UNFINISHED: u64 = 100_000;
+
+/// Peak RSS of an interlingua restarted on a store of [`UNFINISHED`] unfinished tasks: its
+/// watcher lists them all and follows each (the canned agent keeps them running), which is what
+/// a proxy restarted in the middle of a busy day does.
+fn unfinished_peak(t: &Targets) -> Result<Row, String> {
+    let name = "unfinished-tasks";
+    let routes = [Route::NeverminedOverMip {
+        name: NV_ROUTE.into(),
+        prefix: "/".into(),
+    }];
+    let config = t.env.interlingua_dir(name, t.upstream.addr, &routes)?;
+    seed::seed_unfinished(
+        &config.with_file_name("data"),
+        NV_ROUTE,
+        SUBJECT,
+        PLAN,
+        UNFINISHED,
+    )?;
+    let run = t.env.serve(name, &config, Duration::from_secs(60))?;
+    let listed = "resuming unfinished tasks";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&run.service.log)
+        .unwrap_or_default()
+        .contains(listed)
+    {
+        if Instant::now() > deadline {
+            return Err(format!("interlingua never logged `{listed}`"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A measurement window: the watcher's first rounds of polls, while every task is followed.
+    std::thread::sleep(Duration::from_secs(t.plan.curve_s.max(2)));
+    let peak = peak_rss_mib(run.service.pid, false);
+    drop(run);
+    Ok(Row {
+        x: UNFINISHED as f64,
+        series: "unfinished tasks, restarted (peak RSS only)".to_string(),
+        metrics: vec![("peak RSS MiB", peak)],
+    })
+}
+
 pub fn stored_tasks(t: &Targets) -> Curve {
     let mut rows = Vec::new();
     let mut notes = Vec::new();
@@ -362,6 +405,9 @@ pub fn stored_tasks(t: &Targets) -> Curve {
                 });
             }
             drop(run);
+        }
+        if t.plan.tasks.contains(&UNFINISHED) {
+            rows.push(unfinished_peak(t)?);
         }
         Ok(())
     })();

@@ -122,6 +122,43 @@ pub fn seed(
     Ok((target.saturating_sub(have), started.elapsed().as_secs_f64()))
 }
 
+/// Fills the empty store in `dir` with `n` *unfinished* tasks: running, known to the agent by a
+/// `run-` job id the canned upstream always reports as running, so a restarted interlingua's
+/// watcher lists and follows every one of them (the memory target is about exactly that).
+pub fn seed_unfinished(
+    dir: &Path,
+    route: &str,
+    subject: &str,
+    plan: &str,
+    n: u64,
+) -> Result<(), String> {
+    let store = SqliteStore::open(dir).map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| e.to_string())?;
+    const BATCH: u64 = 50_000;
+    let mut i = 0;
+    while i < n {
+        let end = (i + BATCH).min(n);
+        let tasks: Vec<_> = (i..end)
+            .map(|k| {
+                let mut t = task(k, route, subject, plan);
+                t.status = Status::Running;
+                t.upstream_id = Some(format!("run-seed-{k}"));
+                t.status_ref = None;
+                t.output = Output::default();
+                t.cost = 0;
+                t.steps.truncate(1);
+                t
+            })
+            .collect();
+        rt.block_on(store.insert_many(&tasks))
+            .map_err(|e| e.to_string())?;
+        i = end;
+    }
+    Ok(())
+}
+
 /// Adds seeded tasks one [`TaskStore::insert`] at a time, as the proxy writes them (one durable
 /// transaction each): the baseline that makes the batched [`seed`] necessary.
 pub fn seed_through_store(
