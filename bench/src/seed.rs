@@ -100,22 +100,7 @@ pub fn seed(
     let started = Instant::now();
     drop(SqliteStore::open(dir).map_err(|e| e.to_string())?);
     let have = count(dir)?;
-    let store = SqliteStore::open(dir).map_err(|e| e.to_string())?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .map_err(|e| e.to_string())?;
-    // Bulk loading: one transaction (one fsync) per BATCH tasks, where the proxy's own inserts
-    // are one durable write each.
-    const BATCH: u64 = 50_000;
-    let mut i = have;
-    while i < target {
-        let end = (i + BATCH).min(target);
-        let tasks: Vec<_> = (i..end).map(|n| task(n, route, subject, plan)).collect();
-        rt.block_on(store.insert_many(&tasks))
-            .map_err(|e| e.to_string())?;
-        i = end;
-    }
-    drop(store);
+    insert_batched(dir, have..target, |n| task(n, route, subject, plan))?;
     if target > 0 {
         verify(dir, target - 1, route)?;
     }
@@ -132,26 +117,34 @@ pub fn seed_unfinished(
     plan: &str,
     n: u64,
 ) -> Result<(), String> {
+    insert_batched(dir, 0..n, |k| {
+        let mut t = task(k, route, subject, plan);
+        t.status = Status::Running;
+        t.upstream_id = Some(format!("run-seed-{k}"));
+        t.status_ref = None;
+        t.output = Output::default();
+        t.cost = 0;
+        t.steps.truncate(1);
+        t
+    })
+}
+
+/// Stores the tasks `make` builds for `range`, 50 000 per [`TaskStore::insert_many`] (one
+/// transaction, one fsync each), where the proxy's own inserts are one durable write each.
+fn insert_batched(
+    dir: &Path,
+    range: std::ops::Range<u64>,
+    make: impl Fn(u64) -> Task,
+) -> Result<(), String> {
+    const BATCH: u64 = 50_000;
     let store = SqliteStore::open(dir).map_err(|e| e.to_string())?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .map_err(|e| e.to_string())?;
-    const BATCH: u64 = 50_000;
-    let mut i = 0;
-    while i < n {
-        let end = (i + BATCH).min(n);
-        let tasks: Vec<_> = (i..end)
-            .map(|k| {
-                let mut t = task(k, route, subject, plan);
-                t.status = Status::Running;
-                t.upstream_id = Some(format!("run-seed-{k}"));
-                t.status_ref = None;
-                t.output = Output::default();
-                t.cost = 0;
-                t.steps.truncate(1);
-                t
-            })
-            .collect();
+    let mut i = range.start;
+    while i < range.end {
+        let end = (i + BATCH).min(range.end);
+        let tasks: Vec<Task> = (i..end).map(&make).collect();
         rt.block_on(store.insert_many(&tasks))
             .map_err(|e| e.to_string())?;
         i = end;
