@@ -33,6 +33,8 @@ pub struct Round {
     pub saturation: Option<Outcome>,
     /// CPU seconds the contender used during the saturation run (and its lingering work).
     pub cpu_s: Option<f64>,
+    /// The part of `cpu_s` spent in the kernel.
+    pub kernel_cpu_s: Option<f64>,
     /// CPU seconds the upstream used meanwhile (zero-cost for nobody: it is the same upstream).
     pub upstream_cpu_s: Option<f64>,
     pub rate: Option<Outcome>,
@@ -67,6 +69,14 @@ impl Measured {
         self.rounds
             .iter()
             .map(|r| stats::cpu_per_10k(r.cpu_s?, r.saturation.as_ref()?.requests))
+            .collect()
+    }
+
+    /// Kernel CPU seconds per 10k requests in each round.
+    pub fn kernel_cpu_per_10k(&self) -> Vec<Option<f64>> {
+        self.rounds
+            .iter()
+            .map(|r| stats::cpu_per_10k(r.kernel_cpu_s?, r.saturation.as_ref()?.requests))
             .collect()
     }
 
@@ -192,7 +202,7 @@ pub fn run(
     for round in 0..plan.rounds {
         for m in &mut measured {
             let c = &m.contender;
-            let cpu0 = procs.cpu_seconds(c.pid, c.tree);
+            let cpu0 = procs.cpu(c.pid, c.tree);
             let up0 = procs.cpu_seconds(upstream_pid, false);
             let o = gens.wrk(
                 procs,
@@ -208,7 +218,8 @@ pub fn run(
                     plan.settle_max.as_secs_f64()
                 ));
             }
-            let cpu = procs.cpu_seconds(c.pid, c.tree) - cpu0;
+            let split = procs.cpu(c.pid, c.tree) - cpu0;
+            let cpu = split.total();
             let up = procs.cpu_seconds(upstream_pid, false) - up0;
             let mut r = Round::default();
             match o {
@@ -223,6 +234,7 @@ pub fn run(
                     ));
                     r.saturation = Some(o);
                     r.cpu_s = Some(cpu);
+                    r.kernel_cpu_s = Some(split.kernel);
                     // The direct contender *is* the upstream: its own CPU is already counted.
                     r.upstream_cpu_s = (c.pid != upstream_pid).then_some(up);
                 }

@@ -233,11 +233,44 @@ impl Procs {
     /// CPU seconds (user + system, all threads) used so far by `pid` and, with `children`, by
     /// its direct children (nginx's workers).
     pub fn cpu_seconds(&self, pid: u32, children: bool) -> f64 {
-        let ticks: u64 = tree(pid, children)
+        self.cpu(pid, children).total()
+    }
+
+    /// CPU seconds used so far by `pid` (and, with `children`, its direct children), split into
+    /// user and kernel time.
+    pub fn cpu(&self, pid: u32, children: bool) -> Cpu {
+        let (user, kernel) = tree(pid, children)
             .iter()
-            .map(|p| stat_ticks(*p).unwrap_or(0))
-            .sum();
-        ticks as f64 / self.clk_tck
+            .filter_map(|p| stat_ticks(*p))
+            .fold((0, 0), |(u, k), (pu, pk)| (u + pu, k + pk));
+        Cpu {
+            user: user as f64 / self.clk_tck,
+            kernel: kernel as f64 / self.clk_tck,
+        }
+    }
+}
+
+/// CPU seconds in user space and in the kernel (system calls, and the network stack's work done
+/// on the process's behalf).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Cpu {
+    pub user: f64,
+    pub kernel: f64,
+}
+
+impl Cpu {
+    pub fn total(self) -> f64 {
+        self.user + self.kernel
+    }
+}
+
+impl std::ops::Sub for Cpu {
+    type Output = Cpu;
+    fn sub(self, earlier: Cpu) -> Cpu {
+        Cpu {
+            user: self.user - earlier.user,
+            kernel: self.kernel - earlier.kernel,
+        }
     }
 }
 
@@ -262,12 +295,18 @@ fn tree(pid: u32, children: bool) -> Vec<u32> {
 
 /// utime + stime from `/proc/PID/stat` (fields 14 and 15, counted after the command name, which
 /// may itself hold spaces and parentheses).
-fn stat_ticks(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &s[s.rfind(')')? + 2..];
+/// (user, kernel) clock ticks of `pid`.
+fn stat_ticks(pid: u32) -> Option<(u64, u64)> {
+    parse_stat_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// utime and stime (fields 14 and 15) of a `/proc/PID/stat` line. The command name (field 2)
+/// may hold spaces and parentheses, so fields are counted from its closing parenthesis.
+fn parse_stat_ticks(s: &str) -> Option<(u64, u64)> {
+    let rest = s.get(s.rfind(')')? + 2..)?;
     let f: Vec<&str> = rest.split_whitespace().collect();
-    // `rest` starts at field 3 (state): utime is field 14, stime 15.
-    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+    // `rest` starts at field 3 (state).
+    Some((f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?))
 }
 
 /// The process's start time in clock ticks since boot (`/proc/PID/stat` field 22).
@@ -331,5 +370,40 @@ impl Drop for Service {
     fn drop(&mut self) {
         stop(&mut self.child, Duration::from_secs(5));
         self.procs.forget(self.pid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_give_user_and_kernel_ticks() {
+        // A command name with a space and a parenthesis, as thread names can have.
+        let line =
+            "4242 (Timer (x) 1) S 1 4242 4242 0 -1 4194560 120 0 0 0 731 269 0 0 20 0 5 0 1000 0 0";
+        assert_eq!(parse_stat_ticks(line), Some((731, 269)));
+        assert_eq!(parse_stat_ticks("4242 (short) S 1 2"), None);
+        assert_eq!(parse_stat_ticks("no parenthesis"), None);
+    }
+
+    #[test]
+    fn cpu_times_subtract_field_by_field() {
+        let later = Cpu {
+            user: 3.0,
+            kernel: 5.0,
+        };
+        let earlier = Cpu {
+            user: 1.0,
+            kernel: 1.5,
+        };
+        assert_eq!(
+            later - earlier,
+            Cpu {
+                user: 2.0,
+                kernel: 3.5
+            }
+        );
+        assert_eq!((later - earlier).total(), 5.5);
     }
 }

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::compare::{Comparison, Measured};
 use crate::curves::Curve;
 use crate::load::Outcome;
-use crate::stats::{median_difference, median_of, median_ratio, relative_spread};
+use crate::stats::{self, median_difference, median_of, median_ratio, relative_spread};
 
 /// A table, written as aligned text or as Markdown.
 pub struct Table {
@@ -105,6 +105,7 @@ pub fn main_table(c: &Comparison) -> Table {
         "p99 ms",
         "p99.9 ms",
         "CPU s/10k",
+        "of which kernel",
         "upstream CPU s/10k",
         "peak RSS MiB",
         "generator load",
@@ -126,6 +127,7 @@ pub fn main_table(c: &Comparison) -> Table {
             fmt(median_of(&m.latency(p99)), 2),
             fmt(median_of(&m.latency(p999)), 2),
             fmt(median_of(&m.cpu_per_10k()), 3),
+            fmt(median_of(&m.kernel_cpu_per_10k()), 3),
             fmt(median_of(&m.upstream_cpu_per_10k()), 3),
             fmt(m.peak_rss_mib, 1),
             gen_s,
@@ -161,6 +163,27 @@ pub fn ratio_table(c: &Comparison) -> Table {
         ]);
     }
     t
+}
+
+/// The kernel ceiling against nginx (see [`stats::kernel_ceiling`]): the median over rounds.
+pub fn kernel_ceiling(c: &Comparison) -> Option<f64> {
+    let nginx = c.get("nginx")?;
+    let per_round: Vec<Option<f64>> = nginx
+        .cpu_per_10k()
+        .into_iter()
+        .zip(nginx.kernel_cpu_per_10k())
+        .zip(nginx.upstream_cpu_per_10k())
+        .map(|((cpu, kernel), up)| stats::kernel_ceiling(cpu?, kernel?, up?))
+        .collect();
+    median_of(&per_round)
+}
+
+/// What the ceiling means, for the report.
+pub fn kernel_ceiling_note(c: &Comparison) -> String {
+    format!(
+        "kernel ceiling: a proxy with nginx's kernel CPU per request and no user time at all would reach {}× nginx on this CPU (shared with the upstream): (nginx CPU + upstream CPU) ÷ (nginx kernel CPU + upstream CPU), median of rounds",
+        fmt(kernel_ceiling(c), 2)
+    )
 }
 
 /// This build against the baseline binary, pair by pair (`passthrough` with
@@ -319,7 +342,7 @@ pub fn json(c: &Comparison, curves: &[Curve], headline: &Headline, meta: Value) 
                 "peak_rss_mib": m.peak_rss_mib,
                 "rounds": m.rounds.iter().map(|r| json!({
                     "saturation": outcome(&r.saturation), "cpu_s": r.cpu_s,
-                    "upstream_cpu_s": r.upstream_cpu_s, "rate": outcome(&r.rate),
+                    "upstream_cpu_s": r.upstream_cpu_s, "kernel_cpu_s": r.kernel_cpu_s, "rate": outcome(&r.rate),
                 })).collect::<Vec<_>>(),
             })
         })

@@ -551,6 +551,8 @@ fn run_in(
     text.push_str(&main.text());
     text.push_str("\n\nratios (median of the per-round ratios and differences)\n");
     text.push_str(&ratios.text());
+    let ceiling = report::kernel_ceiling_note(&comparison);
+    text.push_str(&format!("\n{ceiling}\n"));
     let before_after = report::baseline_table(&comparison);
     if !before_after.rows.is_empty() {
         text.push_str(
@@ -571,6 +573,7 @@ fn run_in(
         main.markdown(),
         ratios.markdown()
     );
+    md.push_str(&format!("\n{ceiling}.\n"));
     if !before_after.rows.is_empty() {
         md.push_str(&format!(
             "\nThis build against the baseline `{}` (median of the per-round ratios):\n\n{}\n",

@@ -95,6 +95,17 @@ pub fn cpu_per_10k(cpu_seconds: f64, requests: u64) -> Option<f64> {
     (requests > 0).then(|| cpu_seconds * 10_000.0 / requests as f64)
 }
 
+/// The most a proxy could reach against a reference proxy sharing its CPU with the upstream, if
+/// it spent no user time at all and as much kernel time per request as the reference: per
+/// request the CPU pays for the proxy and the upstream, so the rate scales with
+/// (reference CPU + upstream CPU) ÷ (reference kernel CPU + upstream CPU). All per request (or
+/// per 10k requests, alike).
+pub fn kernel_ceiling(reference_cpu: f64, reference_kernel: f64, upstream_cpu: f64) -> Option<f64> {
+    let floor = reference_kernel + upstream_cpu;
+    (floor > 0.0 && reference_cpu >= reference_kernel)
+        .then(|| (reference_cpu + upstream_cpu) / floor)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,5 +202,16 @@ mod tests {
     fn cpu_per_10k_scales_by_requests() {
         assert_eq!(cpu_per_10k(2.0, 20_000), Some(1.0));
         assert_eq!(cpu_per_10k(2.0, 0), None);
+    }
+
+    #[test]
+    fn the_kernel_ceiling_counts_the_shared_upstream() {
+        // nginx: 14 µs a request of which 12 in the kernel; upstream 9 µs on the same CPU.
+        let c = kernel_ceiling(14.0, 12.0, 9.0).unwrap();
+        assert!(close(c, 23.0 / 21.0));
+        // Without an upstream on the CPU the ceiling is the reference's own CPU over its kernel.
+        assert!(close(kernel_ceiling(14.0, 12.0, 0.0).unwrap(), 14.0 / 12.0));
+        assert_eq!(kernel_ceiling(0.0, 0.0, 0.0), None);
+        assert_eq!(kernel_ceiling(1.0, 2.0, 0.0), None);
     }
 }

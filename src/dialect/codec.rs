@@ -80,7 +80,7 @@ struct DocScope<'a> {
 }
 
 impl Scope for DocScope<'_> {
-    fn lookup(&self, path: &[String]) -> Option<Value> {
+    fn lookup(&self, path: &[String]) -> Option<&Value> {
         let (first, rest) = path.split_first()?;
         let found = if first == "var" {
             let (name, tail) = rest.split_first()?;
@@ -90,7 +90,7 @@ impl Scope for DocScope<'_> {
         } else {
             walk(self.root, path)
         };
-        found.filter(|v| !v.is_null()).cloned()
+        found.filter(|v| !v.is_null())
     }
 
     fn current(&self) -> Option<&Value> {
@@ -284,7 +284,7 @@ fn encode_into(
                     Some(items) => {
                         let bind = shape.bind.as_deref().unwrap_or("item");
                         let mut out = Vec::with_capacity(items.len());
-                        for item in &items {
+                        for item in items {
                             let inner = DocScope {
                                 root: scope.root,
                                 bind: Some((bind, item)),
@@ -302,7 +302,7 @@ fn encode_into(
             }
             None => match (&rule.value, &rule.field) {
                 (Some(expr), _) => eval(expr, scope, rule)?,
-                (None, Some(field)) => scope.lookup(field),
+                (None, Some(field)) => scope.lookup(field).cloned(),
                 (None, None) => None,
             },
         };
@@ -462,7 +462,7 @@ fn convert_emit(
                 rule.field
                     .as_ref()
                     .and_then(|f| scope.lookup(&sibling(f, "reason")))
-                    .map(|r| text(&r))
+                    .map(text)
             } else {
                 None
             };

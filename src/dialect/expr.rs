@@ -56,8 +56,9 @@ pub enum Ordering {
 
 /// Where expressions find their values.
 pub trait Scope {
-    /// The value at a canonical path, if any.
-    fn lookup(&self, path: &[String]) -> Option<Value>;
+    /// The value at a canonical path, if any (borrowed: a mapping that walks a task's steps must
+    /// not copy them to read one field).
+    fn lookup(&self, path: &[String]) -> Option<&Value>;
     /// The value `$` stands for, if any.
     fn current(&self) -> Option<&Value>;
 }
@@ -90,7 +91,7 @@ impl Expr {
         match self {
             Expr::Literal(v) => Ok(Some(v.clone())),
             Expr::Current(path) => Ok(scope.current().and_then(|v| walk(v, path)).cloned()),
-            Expr::Path(path) => Ok(scope.lookup(path)),
+            Expr::Path(path) => Ok(scope.lookup(path).cloned()),
             Expr::Call(f, args) => {
                 let values = args
                     .iter()
@@ -501,8 +502,8 @@ mod tests {
 
     struct Doc(Value, Option<Value>);
     impl Scope for Doc {
-        fn lookup(&self, path: &[String]) -> Option<Value> {
-            walk(&self.0, path).cloned()
+        fn lookup(&self, path: &[String]) -> Option<&Value> {
+            walk(&self.0, path)
         }
         fn current(&self) -> Option<&Value> {
             self.1.as_ref()
