@@ -26,11 +26,13 @@ pub struct Watcher {
     wake: Notify,
 }
 
+/// Task ids are shared between the heap and the map: after a restart the watcher may follow 10⁵
+/// tasks or more, and each id held once keeps its memory in bounds.
 #[derive(Default)]
 struct Schedule {
-    due: BinaryHeap<Reverse<(Instant, String)>>,
+    due: BinaryHeap<Reverse<(Instant, Arc<str>)>>,
     /// Per watched task: its route's longest interval, and its current interval.
-    watched: HashMap<String, (Duration, Duration)>,
+    watched: HashMap<Arc<str>, (Duration, Duration)>,
 }
 
 impl Watcher {
@@ -58,12 +60,10 @@ impl Watcher {
         let first = t.settings.poll_interval;
         let max = t.settings.poll_max_interval;
         let mut q = self.queue.lock();
-        if q.watched
-            .insert(task_id.to_string(), (max, first))
-            .is_none()
-        {
-            q.due
-                .push(Reverse((Instant::now() + first, task_id.to_string())));
+        if !q.watched.contains_key(task_id) {
+            let id: Arc<str> = Arc::from(task_id);
+            q.watched.insert(id.clone(), (max, first));
+            q.due.push(Reverse((Instant::now() + first, id)));
         }
         drop(q);
         self.wake.notify_one();
@@ -109,7 +109,7 @@ impl Watcher {
                     let me = self.clone();
                     tokio::spawn(async move {
                         let again = me.check(&id).await;
-                        me.reschedule(&id, again);
+                        me.reschedule(id, again);
                         drop(permit);
                     });
                 }
@@ -175,18 +175,18 @@ impl Watcher {
         }
     }
 
-    fn reschedule(&self, id: &str, again: bool) {
+    fn reschedule(&self, id: Arc<str>, again: bool) {
         let mut q = self.queue.lock();
         if !again {
-            q.watched.remove(id);
+            q.watched.remove(&id);
             return;
         }
-        let Some((max, interval)) = q.watched.get_mut(id) else {
+        let Some((max, interval)) = q.watched.get_mut(&id) else {
             return;
         };
         *interval = (*interval * 2).min(*max);
         let next = Instant::now() + *interval;
-        q.due.push(Reverse((next, id.to_string())));
+        q.due.push(Reverse((next, id)));
         drop(q);
         self.wake.notify_one();
     }
