@@ -135,6 +135,25 @@ fn check_reports_every_problem_with_its_line_and_column() {
 }
 
 #[test]
+fn check_refuses_an_upstream_keepalive_of_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pool.toml");
+    std::fs::write(&file, "[server]\nupstream_keepalive = 0\n").unwrap();
+    let name = file.display().to_string();
+    let out = run(&["check", "-c", &name]);
+    assert_eq!(out.status.code(), Some(1));
+    let first = stdout(&out)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .replacen(&name, "F", 1);
+    assert_eq!(
+        first,
+        "F:2:22: server.upstream_keepalive: must be between 1 and 1048576"
+    );
+}
+
+#[test]
 fn check_reports_toml_syntax_errors_with_position() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("syntax.toml");

@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use common::{client, config, full, one_route, text, Proxy, Upstream, DEADLINE};
 use futures_util::StreamExt;
@@ -10,6 +12,7 @@ use hyper::body::Incoming;
 use hyper::{Request, Response};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::Notify;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn method_path_query_and_headers_pass_through_unchanged() {
@@ -149,6 +152,43 @@ async fn upstream_connections_are_pooled_and_reused() {
     }
     assert_eq!(upstream.seen().len(), 5);
     assert_eq!(upstream.connections(), 1, "one pooled upstream connection");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstream_pool_keeps_upstream_keepalive_idle_connections_per_thread() {
+    let release = Arc::new(Notify::new());
+    let upstream = Upstream::held(release.clone(), "ok").await;
+    // One per worker thread, and the test config runs two: two idle connections are kept.
+    let proxy = Proxy::start(&config(
+        "upstream_keepalive = 1",
+        &one_route(upstream.addr, "", ""),
+    ));
+    let c = client();
+    let calls: Vec<_> = (0..4)
+        .map(|_| {
+            let (c, url) = (c.clone(), proxy.url("/x"));
+            tokio::spawn(async move { c.get(url).send().await.unwrap().text().await.unwrap() })
+        })
+        .collect();
+    upstream.wait_for_requests(4).await;
+    assert_eq!(
+        upstream.connections(),
+        4,
+        "four requests at once, four connections"
+    );
+    for _ in 0..4 {
+        release.notify_one();
+    }
+    for call in calls {
+        assert_eq!(call.await.unwrap(), "ok");
+    }
+    // Released to a pool of two: the two oldest are closed, two are kept.
+    upstream.wait_for_closed(2).await;
+    assert_eq!(upstream.closed(), 2);
+    release.notify_one();
+    let resp = c.get(proxy.url("/y")).send().await.unwrap();
+    assert_eq!(resp.text().await.unwrap(), "ok");
+    assert_eq!(upstream.connections(), 4, "a kept connection was reused");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

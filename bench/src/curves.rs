@@ -96,6 +96,9 @@ pub struct Targets<'a> {
     pub passthrough: &'a Running,
     pub full_get: &'a Running,
     pub full_create: &'a Running,
+    /// A create contender on every CPU (the generator's too) and its worker threads: the
+    /// durable-creates target names 2 cores.
+    pub full_create_all_cpus: Option<(&'a Running, u32)>,
     pub rev_create: &'a Running,
     pub token: &'a str,
     /// The polled task's path on `full_get`.
@@ -444,22 +447,38 @@ pub fn creates(t: &Targets) -> Curve {
     )
     .bearer(t.token);
     for &c in &t.plan.clients {
-        if !t.clock.fits(t.point() * 2) {
+        if !t
+            .clock
+            .fits(t.point() * (2 + u32::from(t.full_create_all_cpus.is_some())))
+        {
             notes.push(format!("{c} clients and more: skipped (time budget)"));
             break;
         }
-        for (name, run, load) in [
-            ("Nevermined → MIP-003", t.full_create, &nv),
-            ("MIP-003 → Nevermined", t.rev_create, &mip),
-        ] {
+        let wide = t.full_create_all_cpus.map(|(run, threads)| {
+            (
+                format!("Nevermined → MIP-003, all CPUs ({threads} threads)"),
+                run,
+                &nv,
+            )
+        });
+        let series = [
+            ("Nevermined → MIP-003".to_string(), t.full_create, &nv),
+            ("MIP-003 → Nevermined".to_string(), t.rev_create, &mip),
+        ];
+        for (name, run, load) in series.into_iter().chain(wide) {
             if let Some(o) = t.wrk(run, load, c) {
                 rows.push(Row {
                     x: f64::from(c),
-                    series: name.to_string(),
+                    series: name,
                     metrics: latency_metrics(&o),
                 });
             }
         }
+    }
+    if t.full_create_all_cpus.is_some() {
+        notes.push(
+            "all CPUs: interlingua on the generator's CPUs and the contenders' (a worker thread each), sharing them with the load generator and the upstream; the other series have one CPU, shared with the upstream".into(),
+        );
     }
     Curve {
         file: "creates",

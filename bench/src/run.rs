@@ -484,8 +484,25 @@ fn run_in(
         &mut |m| say(clock, m),
     )?;
 
+    // The durable-creates target names 2 cores: one more create contender for that curve, with a
+    // worker thread per CPU of the machine's two sets, sharing them with the generator.
+    let wide = if args.skip_curves {
+        None
+    } else {
+        let cpus = format!("{},{}", args.generator_cpus, args.sut_cpus);
+        let wide_env = Env {
+            threads: cpu_count(&cpus),
+            sut_cpus: cpus,
+            ..env.clone()
+        };
+        let config = wide_env.interlingua_dir("full-create-all-cpus", upstream.addr, &[nv()])?;
+        wide_env.grant(&config)?;
+        let run = wide_env.serve("full-create-all-cpus", &config, Duration::from_secs(30))?;
+        Some((run, wide_env.threads))
+    };
     let targets = Targets {
         env: &env,
+        full_create_all_cpus: wide.as_ref().map(|(run, threads)| (run, *threads)),
         gens: &gens,
         plan,
         clock,

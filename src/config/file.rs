@@ -13,6 +13,7 @@ use toml::Spanned;
 pub struct ServerSection {
     pub data_dir: Option<Spanned<String>>,
     pub threads: Option<Spanned<i64>>,
+    pub upstream_keepalive: Option<Spanned<i64>>,
     pub grace_period: Option<Spanned<String>>,
     pub mappings_dir: Option<Spanned<String>>,
 }

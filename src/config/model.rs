@@ -30,6 +30,8 @@ pub struct ServerSettings {
     pub data_dir: PathBuf,
     /// Worker threads shared by the proxy and admin listeners (at least 1).
     pub threads: usize,
+    /// Idle upstream connections kept for reuse, per worker thread (at least 1).
+    pub upstream_keepalive: usize,
     /// How long in-flight requests may take to finish after SIGTERM or SIGINT.
     pub grace_period: Duration,
     /// Where dialect mapping files are looked for (`<dir>/<dialect>.toml`), before the built-ins.

@@ -136,10 +136,12 @@ impl Server {
         })?;
 
         let threads = config.server.threads;
+        let upstream_keepalive = config.server.upstream_keepalive;
         let state = State::new(config, dialects).map_err(StartError::State)?;
         let fds: ListenFds = Arc::new(parking_lot::Mutex::new(Fds::new()));
         let pingora_conf = Arc::new(ServerConf {
             threads,
+            upstream_keepalive_pool_size: upstream_keepalive,
             ..ServerConf::default()
         });
         let bound = listeners::bind_all(&state, &pingora_conf, &fds)?;

@@ -75,6 +75,7 @@ impl Seen {
 pub struct Upstream {
     pub addr: SocketAddr,
     connections: Arc<AtomicUsize>,
+    closed: Arc<AtomicUsize>,
     seen: Arc<Mutex<Vec<Seen>>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -92,15 +93,16 @@ impl Upstream {
             .expect("bind upstream");
         let addr = listener.local_addr().expect("upstream address");
         let connections = Arc::new(AtomicUsize::new(0));
+        let closed = Arc::new(AtomicUsize::new(0));
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-        let (c, s) = (connections.clone(), seen.clone());
+        let (c, s, gone) = (connections.clone(), seen.clone(), closed.clone());
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
                 c.fetch_add(1, Ordering::SeqCst);
-                let (handler, seen) = (handler.clone(), s.clone());
+                let (handler, seen, gone) = (handler.clone(), s.clone(), gone.clone());
                 tokio::spawn(async move {
                     let service = service_fn(move |req: Request<Incoming>| {
                         seen.lock().unwrap().push(Seen {
@@ -118,12 +120,14 @@ impl Upstream {
                     let _ = http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
                         .await;
+                    gone.fetch_add(1, Ordering::SeqCst);
                 });
             }
         });
         Upstream {
             addr,
             connections,
+            closed,
             seen,
             task,
         }
@@ -179,6 +183,16 @@ impl Upstream {
     /// TCP connections accepted so far.
     pub fn connections(&self) -> usize {
         self.connections.load(Ordering::SeqCst)
+    }
+
+    /// Connections the other side has closed so far.
+    pub fn closed(&self) -> usize {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the other side has closed `n` connections.
+    pub async fn wait_for_closed(&self, n: usize) {
+        wait_until(|| self.closed() >= n, "upstream connections closed").await;
     }
 
     /// Requests received so far.
