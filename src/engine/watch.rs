@@ -75,9 +75,13 @@ impl Watcher {
     }
 
     /// Follows tasks until the runtime stops: first every unfinished task in the store, then each
-    /// new one as it is created.
-    pub async fn run(self: Arc<Self>) {
-        match self.engine.store.unfinished().await {
+    /// new one as it is created. `listed` flips once the store's unfinished tasks are listed: the
+    /// listeners wait for it, so that a task created by this process is never taken for one an
+    /// earlier process left behind (a synchronous back's would be failed as interrupted).
+    pub async fn run(self: Arc<Self>, listed: tokio::sync::watch::Sender<bool>) {
+        let unfinished = self.engine.store.unfinished().await;
+        let _ = listed.send(true);
+        match unfinished {
             Ok(tasks) => {
                 if !tasks.is_empty() {
                     tracing::info!(tasks = tasks.len(), "resuming unfinished tasks");

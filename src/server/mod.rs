@@ -148,11 +148,18 @@ impl Server {
 
         let (stop_tx, stop_rx) = watch::channel(Stop::Running);
         let (pingora_tx, pingora_rx) = watch::channel(false);
+        // Requests wait in the listen backlog until the watcher has listed the tasks an earlier
+        // process left unfinished (see `Watcher::run`).
+        let (listed_tx, listed_rx) = watch::channel(false);
+        runtime.spawn(state.watcher.clone().run(listed_tx));
         let mut services = Vec::new();
         for mut service in bound.services {
             let fds = fds.clone();
             let shutdown = pingora_rx.clone();
+            let mut listed = listed_rx.clone();
             services.push(runtime.spawn(async move {
+                // An error means the watcher is gone: serve anyway.
+                let _ = listed.wait_for(|l| *l).await;
                 service.start_service(Some(fds), shutdown, 1).await;
             }));
         }
@@ -165,7 +172,6 @@ impl Server {
         });
 
         runtime.spawn(state.upstreams.clone().keep_resolved());
-        runtime.spawn(state.watcher.clone().run());
         let housekeeping = state.clone();
         runtime.spawn(async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
