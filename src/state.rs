@@ -39,7 +39,13 @@ impl State {
         let store = SqliteStore::open(&config.server.data_dir)
             .map_err(|e| format!("cannot open the task store: {e}"))?;
         let metrics = Metrics::new();
-        let engine = Arc::new(Engine::new(Arc::new(store), metrics.clone()));
+        // The engine's calls to backs keep as many idle connections as the proxy's, for the
+        // same reason (see `server.upstream_keepalive`).
+        let idle_pool = config
+            .server
+            .upstream_keepalive
+            .saturating_mul(config.server.threads.max(1));
+        let engine = Arc::new(Engine::new(Arc::new(store), metrics.clone(), idle_pool));
         let auth = match &config.auth {
             Some(a) => Some(Authenticator::new(a, engine.client.clone())?),
             None => None,

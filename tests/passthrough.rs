@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use common::wait::wait_until;
 use common::{client, config, full, one_route, text, Proxy, Upstream, DEADLINE};
 use futures_util::StreamExt;
 use hyper::body::Incoming;
@@ -183,12 +182,7 @@ async fn the_upstream_pool_keeps_upstream_keepalive_idle_connections_per_thread(
         4,
         "four requests at once, four connections"
     );
-    // One answer at a time: pingora's pool can keep an evicted connection open when two
-    // connections are released to it at the same instant, so the releases are kept apart.
-    for n in 1..=4 {
-        release.notify_one();
-        wait_until(|| done.load(Ordering::SeqCst) >= n, "an answer").await;
-    }
+    Upstream::answer_one_at_a_time(&release, &done, 4).await;
     for call in calls {
         assert_eq!(call.await.unwrap(), "ok");
     }

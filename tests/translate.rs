@@ -4,12 +4,15 @@
 mod common;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::wait::eventually;
 use common::{client, config, sample_agent, status_and_json, Proxy, Upstream};
 use interlingua::sample;
 use serde_json::{json, Value};
+use tokio::sync::Notify;
 
 const DID: &str = "did:nv:5392e8cdc5addec2b7384072fda166d42a5d4ab96ae6d311f516b6b324f24cec";
 
@@ -653,4 +656,52 @@ async fn limits_and_timeouts_are_errors_in_the_front_dialect_shape() {
         "{body}"
     );
     drop(hold_tx);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engines_calls_to_backs_keep_upstream_keepalive_idle_connections_per_thread() {
+    // Every create is one call to the agent, held until released; it answers `ok`, which no
+    // MIP-003 mapping can read (the create fails), but the connection is whole and goes back to
+    // the pool: one per worker thread, and the test config runs two.
+    let release = Arc::new(Notify::new());
+    let agent = Upstream::held(release.clone(), "ok").await;
+    let proxy = Proxy::start(&config(
+        "upstream_keepalive = 1",
+        &format!(
+            "[[upstreams]]\nname = \"mip\"\naddress = \"{}\"\n\n\
+             [[routes]]\nname = \"nv\"\nmatch = {{ path_prefix = \"/nv\" }}\nupstream = \"mip\"\n\
+             front = \"nevermined\"\nback = \"mip003\"\n",
+            agent.addr
+        ),
+    ));
+    let http = client();
+    let done = Arc::new(AtomicUsize::new(0));
+    let creates: Vec<_> = (0..4)
+        .map(|_| {
+            let (http, url, done) = (http.clone(), proxy.url(&nv_tasks()), done.clone());
+            tokio::spawn(async move {
+                let resp = http
+                    .post(url)
+                    .json(&json!({"input_query": "hello"}))
+                    .send()
+                    .await
+                    .unwrap();
+                done.fetch_add(1, Ordering::SeqCst);
+                resp.status().as_u16()
+            })
+        })
+        .collect();
+    agent.wait_for_requests(4).await;
+    assert_eq!(
+        agent.connections(),
+        4,
+        "four calls at once, four connections"
+    );
+    Upstream::answer_one_at_a_time(&release, &done, 4).await;
+    for create in creates {
+        assert_eq!(create.await.unwrap(), 502);
+    }
+    agent.wait_for_closed(2).await;
+    assert_eq!(agent.closed(), 2);
+    assert_eq!(agent.seen().len(), 4, "one call to the agent per create");
 }

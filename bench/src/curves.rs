@@ -11,6 +11,7 @@ use crate::plan::{Clock, Plan};
 use crate::procs::{peak_rss_mib, Procs};
 use crate::seed;
 use crate::stack::{Env, Route, Running, DID, NV_ROUTE, PLAN, SUBJECT};
+use crate::stats;
 
 /// One row of a curve's table: a series at one x.
 #[derive(Debug, Clone)]
@@ -337,6 +338,39 @@ fn unfinished_peak(t: &Targets) -> Result<Row, String> {
     })
 }
 
+/// An interlingua on a store of the smallest size, measured just before each point of the
+/// stored-tasks curve with the same load: a shared machine's speed drifts by as much as a fifth
+/// between two runs a few seconds apart, so each point is also given as a ratio to this
+/// reference, taken at the same moment (the flatness target is read from that ratio).
+struct StoreReference {
+    run: Running,
+    running: Load,
+    random: Load,
+}
+
+impl StoreReference {
+    fn start(t: &Targets, routes: &[Route], n: u64) -> Result<StoreReference, String> {
+        let name = "stored-tasks-reference";
+        let config = t.env.interlingua_dir(name, t.upstream.addr, routes)?;
+        t.env.grant(&config)?;
+        seed::seed(&config.with_file_name("data"), NV_ROUTE, SUBJECT, PLAN, n)?;
+        let run = t.env.serve(name, &config, Duration::from_secs(60))?;
+        let running = Load::get(crate::run::start_polled_task(&run, t.token)?).bearer(t.token);
+        Ok(StoreReference {
+            run,
+            running,
+            random: random_stored(t, n),
+        })
+    }
+}
+
+/// get_task of a random one of the first `n` seeded tasks.
+fn random_stored(t: &Targets, n: u64) -> Load {
+    let mut random = Load::get(format!("/api/v1/agents/{DID}/tasks/task-seed")).bearer(t.token);
+    random.random_suffix = Some((n, seed::WIDTH));
+    random
+}
+
 pub fn stored_tasks(t: &Targets) -> Curve {
     let mut rows = Vec::new();
     let mut notes = Vec::new();
@@ -346,6 +380,11 @@ pub fn stored_tasks(t: &Targets) -> Curve {
             name: NV_ROUTE.into(),
             prefix: "/".into(),
         }];
+        let smallest = t.plan.tasks.iter().copied().min().unwrap_or(0);
+        let reference = StoreReference::start(t, &routes, smallest)?;
+        notes.push(format!(
+            "÷ ref: p50 over that of a second interlingua on a store of {smallest} tasks, measured with the same load just before each point (the machine's speed drifts over a run; the flatness target is read from this ratio)"
+        ));
         let config = t.env.interlingua_dir(name, t.upstream.addr, &routes)?;
         // Credits for the one task created here (the running one every point polls).
         t.env.grant(&config)?;
@@ -359,7 +398,7 @@ pub fn stored_tasks(t: &Targets) -> Curve {
                     .map(|r| (n.saturating_sub(have)) as f64 / r)
                     .unwrap_or(0.0),
             );
-            if !t.clock.fits(need + t.point() * 2 + Duration::from_secs(10)) {
+            if !t.clock.fits(need + t.point() * 4 + Duration::from_secs(10)) {
                 notes.push(format!(
                     "{n} tasks and more: skipped (time budget; seeding would take about {:.0} s)",
                     need.as_secs_f64()
@@ -380,24 +419,38 @@ pub fn stored_tasks(t: &Targets) -> Curve {
                 }
             };
             let running = Load::get(path).bearer(t.token);
-            let mut random =
-                Load::get(format!("/api/v1/agents/{DID}/tasks/task-seed")).bearer(t.token);
-            random.random_suffix = Some((n, seed::WIDTH));
+            let random = random_stored(t, n);
             let db = std::fs::metadata(data.join("interlingua.db"))
                 .map(|m| m.len() as f64 / 1048576.0)
                 .ok();
-            for (series, load) in [
-                ("running task (store + agent poll)", &running),
-                ("random stored task (store only)", &random),
+            for (series, load, reference_load) in [
+                (
+                    "running task (store + agent poll)",
+                    &running,
+                    &reference.running,
+                ),
+                (
+                    "random stored task (store only)",
+                    &random,
+                    &reference.random,
+                ),
             ] {
-                let o = t.gens.wrk(
-                    t.procs(),
-                    &base(run.addr),
-                    load,
-                    t.plan.saturation_connections,
-                    t.plan.curve_s,
-                )?;
+                let measure = |on: &Running, load: &Load| {
+                    t.gens.wrk(
+                        t.procs(),
+                        &base(on.addr),
+                        load,
+                        t.plan.saturation_connections,
+                        t.plan.curve_s,
+                    )
+                };
+                let before = measure(&reference.run, reference_load)?;
+                let o = measure(&run, load)?;
                 let mut metrics = latency_metrics(&o);
+                metrics.push((
+                    "÷ ref",
+                    stats::median_ratio(&[Some(o.p50_ms)], &[Some(before.p50_ms)]),
+                ));
                 metrics.push(("peak RSS MiB", peak_rss_mib(run.service.pid, false)));
                 metrics.push(("db MiB", db));
                 metrics.push(("seed s", Some(secs)));

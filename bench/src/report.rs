@@ -283,6 +283,8 @@ pub fn curve_table(curve: &Curve) -> Table {
         for n in &names {
             let digits = if n.contains("ms") {
                 3
+            } else if n.contains('÷') {
+                2
             } else if n.contains("MiB") || n.ends_with(" s") {
                 1
             } else {
@@ -408,6 +410,35 @@ mod tests {
         assert_eq!(
             h.line(),
             "headline passthrough/nginx=0.912 full_get/nginx=na full_create_per_s=812 p99_added_ms=1.235 rss_mb_1e5_tasks=na"
+        );
+    }
+
+    #[test]
+    fn curve_cells_keep_the_digits_their_unit_needs() {
+        use crate::curves::{Curve, Row};
+        let curve = Curve {
+            file: "t",
+            title: "t".into(),
+            x_label: "n",
+            x_format: |x| format!("{x}"),
+            plotted: vec![],
+            y_label: "",
+            rows: vec![Row {
+                x: 10.0,
+                series: "s".into(),
+                metrics: vec![
+                    ("req/s", Some(1234.56)),
+                    ("p50 ms", Some(1.23456)),
+                    ("÷ ref", Some(1.236)),
+                    ("peak RSS MiB", Some(41.96)),
+                    ("errors", None),
+                ],
+            }],
+            notes: vec![],
+        };
+        assert_eq!(
+            curve_table(&curve).rows,
+            vec![vec!["10", "s", "1235", "1.235", "1.24", "42.0", "–"]]
         );
     }
 

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use pingora::connectors::http::Connector;
+use pingora::connectors::ConnectorOptions;
 use pingora::http::RequestHeader;
 use pingora::upstreams::peer::HttpPeer;
 
@@ -32,16 +33,12 @@ pub struct Client {
     connector: Connector,
 }
 
-impl Default for Client {
-    fn default() -> Self {
-        Client::new()
-    }
-}
-
 impl Client {
-    pub fn new() -> Client {
+    /// A client keeping up to `idle_pool` idle connections (over all upstreams) for reuse. A
+    /// pool smaller than the calls in flight closes connections that the next calls reopen.
+    pub fn new(idle_pool: usize) -> Client {
         Client {
-            connector: Connector::new(None),
+            connector: Connector::new(Some(ConnectorOptions::new(idle_pool.max(1)))),
         }
     }
 

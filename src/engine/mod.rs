@@ -171,12 +171,13 @@ pub struct Engine {
 const SCHEMA_TTL: Duration = Duration::from_secs(60);
 
 impl Engine {
-    pub fn new(store: Arc<dyn TaskStore>, metrics: Arc<Metrics>) -> Engine {
+    /// `idle_pool`: idle upstream connections the engine keeps for its own calls to backs.
+    pub fn new(store: Arc<dyn TaskStore>, metrics: Arc<Metrics>, idle_pool: usize) -> Engine {
         Engine {
             store,
             metrics,
             watcher: std::sync::OnceLock::new(),
-            client: Arc::new(Client::new()),
+            client: Arc::new(Client::new(idle_pool)),
             schemas: Mutex::new(HashMap::new()),
         }
     }
@@ -328,6 +329,9 @@ impl Engine {
             response: &bop.response,
         };
         let mut answer = self.call_once(t, first, doc, Value::Null, cx).await?;
+        if bop.then.is_empty() {
+            return Ok(answer);
+        }
         let mut running = doc.clone();
         for call in &bop.then {
             views::merge_into(&mut running, &answer);

@@ -128,6 +128,15 @@ pub async fn serve(
 /// an A2A agent card), which is public.
 pub fn is_discovery(t: &Translated, session: &Session, prefix: &str) -> bool {
     let req = session.req_header();
+    // Most requests are not for the document: no full match for a method it is not served on.
+    let served = t
+        .front
+        .ops
+        .iter()
+        .any(|o| o.front && o.op == crate::task::Operation::Describe && o.method == req.method);
+    if !served {
+        return false;
+    }
     let path = relative(req.uri.path(), prefix);
     t.front
         .match_front(&req.method, &path, &crate::dialect::Message::default())

@@ -137,7 +137,9 @@ pub fn hold(c: &Connection, task: &str, a: &Account, amount: u64) -> Result<(), 
     adjust(c, a, 0, 0, amount)
 }
 
-/// Captures and releases for one task.
+/// Captures and releases for one task. The account and the hold are written once, with the
+/// settlement's totals: a settlement is one job of the writer, and its statements are the
+/// writer's hottest.
 pub fn settle(c: &Connection, task: &str, s: &Settlement) -> Result<Settled, StoreError> {
     let mut settled = Settled::default();
     if s.is_empty() {
@@ -151,15 +153,24 @@ pub fn settle(c: &Connection, task: &str, s: &Settlement) -> Result<Settled, Sto
         })
         .map_err(backend)?;
     // Credits belong to the account that held them; a task without a hold is free.
-    let Some((plan, subject, mut remaining, open)) = hold else {
+    let Some((plan, subject, held_at_start, open)) = hold else {
         return Ok(settled);
     };
     let account = Account::new(&plan, &subject);
+    let mut remaining = held_at_start;
+    let (mut captured, mut from_holds) = (0, 0);
+    // The balance is read only when a capture costs more than the hold has left, and what this
+    // settlement has already charged beyond the hold counts against it.
+    let mut beyond_hold = 0;
     for cap in &s.captures {
         let amount = cap.amount as i64;
         let from_hold = amount.min(if open { remaining } else { 0 });
-        let available = balance(c, &account)?.available().max(0);
-        let charged = from_hold + (amount - from_hold).min(available);
+        let charged = if amount > from_hold {
+            let available = (balance(c, &account)?.available() - beyond_hold).max(0);
+            from_hold + (amount - from_hold).min(available)
+        } else {
+            amount
+        };
         let note = (charged < amount)
             .then(|| format!("{} credits not covered by the balance", amount - charged));
         let entry = Entry {
@@ -172,26 +183,33 @@ pub fn settle(c: &Connection, task: &str, s: &Settlement) -> Result<Settled, Sto
         if !row(c, &account, entry)? {
             continue;
         }
-        adjust(c, &account, 0, charged, -from_hold)?;
         remaining -= from_hold;
-        c.prepare_cached("UPDATE holds SET remaining = ?1 WHERE task_id = ?2")
-            .and_then(|mut s| s.execute(params![remaining, task]))
-            .map_err(backend)?;
-        settled.captured += charged as u64;
+        from_holds += from_hold;
+        captured += charged;
+        beyond_hold += charged - from_hold;
     }
-    if s.release && open {
+    let mut released = 0;
+    let release = s.release && open;
+    if release {
         let entry = Entry {
             task: Some(task),
             ..Entry::new("release", remaining)
         };
         if row(c, &account, entry)? {
-            adjust(c, &account, 0, 0, -remaining)?;
-            settled.released = remaining as u64;
+            released = remaining;
         }
-        c.prepare_cached("UPDATE holds SET remaining = 0, open = 0 WHERE task_id = ?1")
-            .and_then(|mut s| s.execute([task]))
+        remaining = 0;
+    }
+    if captured != 0 || from_holds != 0 || released != 0 {
+        adjust(c, &account, 0, captured, -(from_holds + released))?;
+    }
+    if remaining != held_at_start || release {
+        c.prepare_cached("UPDATE holds SET remaining = ?1, open = ?2 WHERE task_id = ?3")
+            .and_then(|mut s| s.execute(params![remaining, open && !release, task]))
             .map_err(backend)?;
     }
+    settled.captured = captured as u64;
+    settled.released = released as u64;
     Ok(settled)
 }
 
@@ -249,4 +267,123 @@ pub fn recompute(c: &Connection, a: &Account) -> Result<Balance, StoreError> {
         captured,
         held,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+
+    use crate::credits::{Account, Capture, Hold, LedgerRow, Settlement};
+    use crate::task::{SqliteStore, Task, TaskStore};
+
+    fn capture(step: &str, amount: u64) -> Capture {
+        Capture {
+            step_id: step.to_string(),
+            amount,
+        }
+    }
+
+    /// A store with `granted` credits for ann, and a task holding `held` of them.
+    async fn held(granted: i64, held: u64) -> (SqliteStore, Account, Task) {
+        let store = SqliteStore::in_memory().unwrap();
+        let ann = Account::new("gold", "ann");
+        store.grant(&ann, granted, None).await.unwrap();
+        let task = Task::new("r", Utc::now());
+        let hold = Hold {
+            plan: "gold".to_string(),
+            subject: "ann".to_string(),
+            amount: held,
+        };
+        store.insert_with_hold(&task, Some(&hold)).await.unwrap();
+        (store, ann, task)
+    }
+
+    /// Checks ann's ledger, oldest row first (kind, amount, from_hold, note), and her balance
+    /// (captured, held, available), which the rows must add up to.
+    async fn assert_ledger(
+        store: &SqliteStore,
+        ann: &Account,
+        rows: &[(&str, i64, i64, Option<&str>)],
+        balance: (i64, i64, i64),
+    ) {
+        let history: Vec<LedgerRow> = store.history(ann, 100).await.unwrap();
+        let found: Vec<_> = history
+            .iter()
+            .rev()
+            .map(|r| (r.kind.as_str(), r.amount, r.from_hold, r.note.as_deref()))
+            .collect();
+        assert_eq!(found, rows);
+        let b = store.balance(ann).await.unwrap();
+        assert_eq!((b.captured, b.held, b.available()), balance);
+        assert_eq!(store.recompute(ann).await.unwrap(), b);
+    }
+
+    #[tokio::test]
+    async fn captures_beyond_the_hold_take_the_balance_and_note_what_it_did_not_cover() {
+        // 10 granted, 4 held; the steps cost 3, 5 and 4: the first from the hold, the second
+        // 1 from the hold and 4 from the balance, the third only the 2 the balance has left.
+        let (store, ann, task) = held(10, 4).await;
+        let settlement = Settlement {
+            captures: vec![capture("a", 3), capture("b", 5), capture("c", 4)],
+            release: true,
+        };
+        let v = store.update(&task, 1).await.unwrap();
+        let (_, settled) = store
+            .update_and_settle(&task, v, &settlement)
+            .await
+            .unwrap();
+        assert_eq!((settled.captured, settled.released), (10, 0));
+        assert_ledger(
+            &store,
+            &ann,
+            &[
+                ("grant", 10, 0, None),
+                ("hold", 4, 0, None),
+                ("capture", 3, 3, None),
+                ("capture", 5, 1, None),
+                (
+                    "capture",
+                    2,
+                    0,
+                    Some("2 credits not covered by the balance"),
+                ),
+                ("release", 0, 0, None),
+            ],
+            (10, 0, 0),
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn a_capture_is_charged_once_and_the_release_frees_the_rest_once() {
+        let (store, ann, task) = held(10, 4).await;
+        let first = Settlement {
+            captures: vec![capture("a", 1)],
+            release: false,
+        };
+        let end = Settlement {
+            captures: vec![capture("a", 1)],
+            release: true,
+        };
+        let a = store.charge(&task.id, &first.captures[0]).await.unwrap();
+        let b = store.charge(&task.id, &first.captures[0]).await.unwrap();
+        assert_eq!((a.captured, b.captured), (1, 0));
+        let v = store.update(&task, 1).await.unwrap();
+        let (v, ended) = store.update_and_settle(&task, v, &end).await.unwrap();
+        assert_eq!((ended.captured, ended.released), (0, 3));
+        let (_, again) = store.update_and_settle(&task, v, &end).await.unwrap();
+        assert_eq!((again.captured, again.released), (0, 0));
+        assert_ledger(
+            &store,
+            &ann,
+            &[
+                ("grant", 10, 0, None),
+                ("hold", 4, 0, None),
+                ("capture", 1, 1, None),
+                ("release", 3, 0, None),
+            ],
+            (1, 0, 9),
+        )
+        .await;
+    }
 }

@@ -163,6 +163,20 @@ impl Upstream {
         .await
     }
 
+    /// Releases `n` requests held by a [`Upstream::held`], one at a time, each once the answer
+    /// before it has reached its client (`answered` counts those): pingora's pool can keep an
+    /// evicted connection open when two connections are released to it at the same instant.
+    pub async fn answer_one_at_a_time(
+        release: &tokio::sync::Notify,
+        answered: &AtomicUsize,
+        n: usize,
+    ) {
+        for i in 1..=n {
+            release.notify_one();
+            wait::wait_until(|| answered.load(Ordering::SeqCst) >= i, "an answer").await;
+        }
+    }
+
     /// An upstream that reads each whole request body before answering `read <n> bytes`.
     pub async fn read_all() -> Upstream {
         Upstream::start(|req: Request<Incoming>| async move {
