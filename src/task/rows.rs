@@ -3,7 +3,7 @@
 //! A [`Row`] is built on the caller's side (the JSON document, the timestamps as text), so the
 //! writer thread, which every write in the process goes through, only binds and steps.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
 use super::model::{Status, Task};
 use super::store::{backend, StoreError, Stored, TaskQuery, Unfinished};
@@ -125,40 +125,64 @@ pub(super) fn get(c: &Connection, id: &str) -> Result<Option<Stored>, StoreError
     .transpose()
 }
 
+/// The `WHERE` clause for a query and its parameters. Only the filters the query has are named:
+/// SQLite cannot use an index for `(?1 IS NULL OR route = ?1)`, and a search (or a conversation's
+/// lookup) would read every task in the store.
+fn filter<'a>(q: &'a TaskQuery, status: &'a Option<&'static str>) -> (String, Vec<&'a dyn ToSql>) {
+    let wanted: [(&str, Option<&'a dyn ToSql>); 5] = [
+        ("route", q.route.as_ref().map(|v| v as &dyn ToSql)),
+        ("subject", q.subject.as_ref().map(|v| v as &dyn ToSql)),
+        ("status", status.as_ref().map(|v| v as &dyn ToSql)),
+        ("name", q.name.as_ref().map(|v| v as &dyn ToSql)),
+        (
+            "json_extract(doc, '$.conversation')",
+            q.conversation.as_ref().map(|v| v as &dyn ToSql),
+        ),
+    ];
+    let mut clauses = Vec::new();
+    let mut values = Vec::new();
+    for (column, value) in wanted {
+        if let Some(v) = value {
+            values.push(v);
+            clauses.push(format!("{column} = ?{}", values.len()));
+        }
+    }
+    if clauses.is_empty() {
+        (String::new(), values)
+    } else {
+        (format!("WHERE {}", clauses.join(" AND ")), values)
+    }
+}
+
+/// The statement listing a query's page: its filter, then `LIMIT` and `OFFSET` as the last two
+/// parameters.
+fn page_sql(filter: &str, params: usize) -> String {
+    format!(
+        "SELECT doc FROM tasks {filter} ORDER BY created_at DESC, id LIMIT ?{} OFFSET ?{}",
+        params + 1,
+        params + 2
+    )
+}
+
 /// Tasks matching the query, newest first, and how many match in all (run it in one snapshot, so
 /// the two agree).
 pub(super) fn search(c: &Connection, q: &TaskQuery) -> Result<(Vec<Task>, u64), StoreError> {
-    let filter = "WHERE (?1 IS NULL OR route = ?1) AND (?2 IS NULL OR subject = ?2)
-                  AND (?3 IS NULL OR status = ?3) AND (?4 IS NULL OR name = ?4)
-                  AND (?5 IS NULL OR json_extract(doc, '$.conversation') = ?5)";
     let status = q.status.map(Status::name);
+    let (filter, values) = filter(q, &status);
     let total: i64 = c
-        .query_row(
-            &format!("SELECT COUNT(*) FROM tasks {filter}"),
-            params![q.route, q.subject, status, q.name, q.conversation],
-            |r| r.get(0),
-        )
+        .prepare_cached(&format!("SELECT COUNT(*) FROM tasks {filter}"))
+        .and_then(|mut s| s.query_row(values.as_slice(), |r| r.get(0)))
         .map_err(backend)?;
-    let size = q.page_size.clamp(1, 1000);
-    let offset = (q.page.max(1) - 1) as i64 * size as i64;
+    let size = i64::from(q.page_size.clamp(1, 1000));
+    let offset = i64::from(q.page.max(1) - 1) * size;
+    let mut page: Vec<&dyn ToSql> = values.clone();
+    page.push(&size);
+    page.push(&offset);
     let mut stmt = c
-        .prepare(&format!(
-            "SELECT doc FROM tasks {filter} ORDER BY created_at DESC, id LIMIT ?6 OFFSET ?7"
-        ))
+        .prepare_cached(&page_sql(&filter, values.len()))
         .map_err(backend)?;
     let docs = stmt
-        .query_map(
-            params![
-                q.route,
-                q.subject,
-                status,
-                q.name,
-                q.conversation,
-                size,
-                offset
-            ],
-            |r| r.get::<_, String>(0),
-        )
+        .query_map(page.as_slice(), |r| r.get::<_, String>(0))
         .map_err(backend)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(backend)?;
@@ -193,4 +217,117 @@ pub(super) fn unfinished(c: &Connection) -> Result<Vec<Unfinished>, StoreError> 
         Ok(Unfinished { id, route, status })
     })
     .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use rusqlite::Connection;
+
+    use super::{filter, page_sql};
+    use crate::task::{SqliteStore, Status, Task, TaskQuery, TaskStore};
+
+    /// How SQLite would run the page statement for `q`.
+    fn plan(q: &TaskQuery) -> String {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(super::super::store::SCHEMA).unwrap();
+        let status = q.status.map(Status::name);
+        let (filter, mut values) = filter(q, &status);
+        let (size, offset) = (20i64, 0i64);
+        let n = values.len();
+        values.push(&size);
+        values.push(&offset);
+        let sql = format!("EXPLAIN QUERY PLAN {}", page_sql(&filter, n));
+        let mut stmt = c.prepare(&sql).unwrap();
+        let rows = stmt
+            .query_map(values.as_slice(), |r| r.get::<_, String>(3))
+            .unwrap();
+        rows.map(Result::unwrap).collect::<Vec<_>>().join("; ")
+    }
+
+    #[test]
+    fn a_search_of_a_routes_tasks_reads_the_route_index_not_every_task() {
+        let caller = TaskQuery {
+            route: Some("r".into()),
+            subject: Some("ann".into()),
+            ..TaskQuery::default()
+        };
+        assert!(
+            plan(&caller).contains("tasks_by_route"),
+            "{}",
+            plan(&caller)
+        );
+        // A conversation's task, looked up for each message of it.
+        let conversation = TaskQuery {
+            conversation: Some("c-1".into()),
+            ..caller.clone()
+        };
+        assert!(
+            plan(&conversation).contains("tasks_by_route"),
+            "{}",
+            plan(&conversation)
+        );
+        let route_only = TaskQuery {
+            route: Some("r".into()),
+            ..TaskQuery::default()
+        };
+        assert!(plan(&route_only).contains("tasks_by_route"));
+    }
+
+    #[tokio::test]
+    async fn every_filter_narrows_the_search_and_the_total_counts_all_pages() {
+        let store = SqliteStore::in_memory().unwrap();
+        for i in 0..12u32 {
+            let mut t = Task::new(if i % 2 == 0 { "a" } else { "b" }, Utc::now());
+            t.subject = Some(if i % 3 == 0 { "ann" } else { "bob" }.into());
+            t.status = if i < 4 {
+                Status::Completed
+            } else {
+                Status::Running
+            };
+            t.name = Some(format!("n{}", i % 4));
+            t.conversation = Some(format!("c{}", i % 5));
+            store.insert(&t).await.unwrap();
+        }
+        let count = |q: TaskQuery| {
+            let store = &store;
+            async move {
+                let (page, total) = store.search(&q).await.unwrap();
+                (page.len(), total)
+            }
+        };
+        let q = |route: Option<&str>, subject: Option<&str>| TaskQuery {
+            route: route.map(str::to_string),
+            subject: subject.map(str::to_string),
+            page: 1,
+            page_size: 3,
+            ..TaskQuery::default()
+        };
+        assert_eq!(count(q(None, None)).await, (3, 12));
+        assert_eq!(count(q(Some("a"), None)).await, (3, 6));
+        // Route a: i = 0, 2, 4, 6, 8, 10; of those ann's: 0, 6.
+        assert_eq!(count(q(Some("a"), Some("ann"))).await, (2, 2));
+        let running = TaskQuery {
+            status: Some(Status::Running),
+            ..q(Some("a"), None)
+        };
+        assert_eq!(count(running).await, (3, 4));
+        let named = TaskQuery {
+            name: Some("n2".into()),
+            ..q(Some("a"), None)
+        };
+        // n2: i = 2, 6, 10.
+        assert_eq!(count(named).await, (3, 3));
+        let conversation = TaskQuery {
+            conversation: Some("c1".into()),
+            ..q(None, None)
+        };
+        // c1: i = 1, 6, 11.
+        assert_eq!(count(conversation).await, (3, 3));
+        let second_page = TaskQuery {
+            page: 2,
+            ..q(Some("a"), None)
+        };
+        assert_eq!(count(second_page).await, (3, 6));
+    }
 }

@@ -130,7 +130,7 @@ pub struct SqliteStore {
     writer: Writer,
 }
 
-const SCHEMA: &str = "
+pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS tasks (
     id          TEXT PRIMARY KEY,
     route       TEXT NOT NULL,
