@@ -315,22 +315,12 @@ async fn the_attack_table() {
     }
     assert_eq!(upstream.seen().len(), 0, "nothing refused went upstream");
 
-    let metrics = client()
-        .get(proxy.admin_url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(
-        metrics.contains("interlingua_rejections_total{reason=\"401\"} 16"),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("interlingua_rejections_total{reason=\"403\"} 2"),
-        "{metrics}"
-    );
+    proxy
+        .metrics_showing(&[
+            r#"interlingua_rejections_total{reason="401"} 16"#,
+            r#"interlingua_rejections_total{reason="403"} 2"#,
+        ])
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -113,26 +113,13 @@ async fn of_200_concurrent_tasks_exactly_the_50_the_balance_covers_are_accepted(
     );
     assert_recomputes(&proxy.data_dir(), "alice").await;
 
-    let metrics = client()
-        .get(proxy.admin_url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(
-        metrics.contains("interlingua_credits_total{kind=\"held\"} 50"),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("interlingua_credits_total{kind=\"captured\"} 50"),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("interlingua_rejections_total{reason=\"402\"} 150"),
-        "{metrics}"
-    );
+    proxy
+        .metrics_showing(&[
+            r#"interlingua_credits_total{kind="held"} 50"#,
+            r#"interlingua_credits_total{kind="captured"} 50"#,
+            r#"interlingua_rejections_total{reason="402"} 150"#,
+        ])
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

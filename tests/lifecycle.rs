@@ -96,7 +96,9 @@ async fn metrics_count_requests_by_route_and_status() {
         .to_str()
         .unwrap()
         .starts_with("text/plain"));
-    let metrics = resp.text().await.unwrap();
+    let metrics = proxy
+        .metrics_showing(&[r#"interlingua_request_duration_seconds_count{route="main"} 4"#])
+        .await;
     assert_eq!(
         sample(
             &metrics,

@@ -310,6 +310,26 @@ impl Proxy {
         ))
     }
 
+    /// The admin API's `/metrics` text once it shows every one of `lines`. A request is counted
+    /// in pingora's logging phase, after its answer has gone out, so a client can hold the answer
+    /// a moment before the count moves.
+    pub async fn metrics_showing(&self, lines: &[&str]) -> String {
+        let http = client();
+        wait::eventually("the metrics", || async {
+            let resp = http
+                .get(self.admin_url("/metrics"))
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
+            let text = resp.text().await.map_err(|e| e.to_string())?;
+            match lines.iter().find(|l| !text.lines().any(|t| t == **l)) {
+                None => Ok(text),
+                Some(missing) => Err(format!("no `{missing}` in:\n{text}")),
+            }
+        })
+        .await
+    }
+
     /// The data directory (the task store and ledger live there).
     pub fn data_dir(&self) -> std::path::PathBuf {
         self._data.path().join("data")
