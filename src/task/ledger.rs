@@ -7,7 +7,7 @@ use super::store::{backend, StoreError};
 use crate::credits::{Account, Balance, LedgerRow, Settled, Settlement};
 
 fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    super::time::format_iso_ms(chrono::Utc::now())
 }
 
 /// A ledger row to write.

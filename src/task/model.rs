@@ -164,7 +164,9 @@ pub struct Step {
     /// Credits this step costs.
     #[serde(default)]
     pub cost: u64,
+    #[serde(serialize_with = "super::time::serialize_rfc3339")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "super::time::serialize_rfc3339")]
     pub updated_at: DateTime<Utc>,
 }
 
@@ -213,7 +215,9 @@ pub struct Task {
     pub steps: Vec<Step>,
     #[serde(default)]
     pub cost: u64,
+    #[serde(serialize_with = "super::time::serialize_rfc3339")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "super::time::serialize_rfc3339")]
     pub updated_at: DateTime<Utc>,
     /// An id the client chose (MIP-003 `identifier_from_purchaser`, an LMOS conversation id).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -7,6 +7,7 @@ use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
 use super::model::{Status, Task};
 use super::store::{backend, StoreError, Stored, TaskQuery, Unfinished};
+use super::time::format_rfc3339_offset;
 
 /// A task as the `tasks` table holds it.
 pub(super) struct Row {
@@ -33,8 +34,8 @@ impl Row {
             name: task.name.clone(),
             upstream_id: task.upstream_id.clone(),
             terminal: task.status.is_terminal(),
-            created_at: task.created_at.to_rfc3339(),
-            updated_at: task.updated_at.to_rfc3339(),
+            created_at: format_rfc3339_offset(task.created_at),
+            updated_at: format_rfc3339_offset(task.updated_at),
             doc: serde_json::to_string(task)
                 .map_err(|e| StoreError::Backend(format!("encoding task: {e}")))?,
         })
