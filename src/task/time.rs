@@ -160,12 +160,21 @@ mod tests {
     use proptest::strategy::Strategy;
     use serde_json::json;
 
-    /// The fast form and chrono's own `Serialize`, as JSON.
-    fn both(t: DateTime<Utc>) -> (String, String) {
+    /// What each writer here makes of `t`, beside what chrono makes of it.
+    fn ours_and_chronos(t: DateTime<Utc>) -> [(String, String); 3] {
         let mut ours = Vec::new();
         serialize_rfc3339(&t, &mut serde_json::Serializer::new(&mut ours)).expect("serializes");
-        let chrono = serde_json::to_string(&t).expect("serializes");
-        (String::from_utf8(ours).expect("utf-8"), chrono)
+        [
+            (
+                String::from_utf8(ours).expect("utf-8"),
+                serde_json::to_string(&t).expect("serializes"),
+            ),
+            (
+                format_iso_ms(t),
+                t.to_rfc3339_opts(SecondsFormat::Millis, true),
+            ),
+            (format_rfc3339_offset(t), t.to_rfc3339()),
+        ]
     }
 
     #[test]
@@ -184,13 +193,9 @@ mod tests {
             let t = DateTime::parse_from_rfc3339(t)
                 .expect("valid")
                 .with_timezone(&Utc);
-            let (ours, chrono) = both(t);
-            assert_eq!(ours, chrono);
-            assert_eq!(
-                format_iso_ms(t),
-                t.to_rfc3339_opts(SecondsFormat::Millis, true)
-            );
-            assert_eq!(format_rfc3339_offset(t), t.to_rfc3339());
+            for (ours, chrono) in ours_and_chronos(t) {
+                assert_eq!(ours, chrono);
+            }
         }
     }
 
@@ -205,13 +210,9 @@ mod tests {
             .expect("a leap second")
             .and_utc();
         for t in [far, leap] {
-            let (ours, chrono) = both(t);
-            assert_eq!(ours, chrono);
-            assert_eq!(
-                format_iso_ms(t),
-                t.to_rfc3339_opts(SecondsFormat::Millis, true)
-            );
-            assert_eq!(format_rfc3339_offset(t), t.to_rfc3339());
+            for (ours, chrono) in ours_and_chronos(t) {
+                assert_eq!(ours, chrono);
+            }
         }
     }
 
@@ -227,13 +228,9 @@ mod tests {
             ],
         ) {
             let t = Utc.timestamp_opt(secs, nanos).single().expect("in range");
-            let (ours, chrono) = both(t);
-            proptest::prop_assert_eq!(ours, chrono);
-            proptest::prop_assert_eq!(
-                format_iso_ms(t),
-                t.to_rfc3339_opts(SecondsFormat::Millis, true)
-            );
-            proptest::prop_assert_eq!(format_rfc3339_offset(t), t.to_rfc3339());
+            for (ours, chrono) in ours_and_chronos(t) {
+                proptest::prop_assert_eq!(ours, chrono);
+            }
         }
     }
 
