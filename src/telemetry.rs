@@ -1,8 +1,9 @@
 //! Logging: `tracing` events, filtered RUST_LOG-style, written as text or JSON lines. Pingora's own
 //! `log` records are routed into the same subscriber.
 
-mod gather;
+use std::io::BufWriter;
 
+use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::EnvFilter;
 
 use crate::config::{LogFormat, LogSettings};
@@ -14,18 +15,15 @@ pub const ACCESS_LOG_TARGET: &str = "interlingua::access";
 /// Keeps the log writer's thread alive; dropping it writes out what is still queued.
 #[must_use = "lines still queued are lost when this is dropped"]
 pub struct LogFlush {
-    _writer: gather::Flush,
+    _writer: WorkerGuard,
 }
-
-/// How many bytes of log lines may wait for the writer before loggers wait for it instead.
-const QUEUED_BYTES: usize = 8 * 1024 * 1024;
 
 /// Installs the process-wide log subscriber. `RUST_LOG`, when set, replaces the configured filter.
 ///
-/// Lines are formatted on the thread that logs and written by a writer thread, in batches (see
-/// [`gather`]): one write for everything gathered in the last few milliseconds, so the access
-/// log costs no system call and no thread wake-up per request. Loggers wait rather than drop a
-/// line when the writer falls behind. Hold the returned [`LogFlush`] until the process ends.
+/// Lines are formatted on the thread that logs and written by a writer thread, in batches: one
+/// write for everything queued since the last, so the access log costs no system call per
+/// request. The queue blocks rather than drop a line when the writer falls behind. Hold the
+/// returned [`LogFlush`] until the process ends.
 ///
 /// Returns an error when a subscriber is already installed (only the first call wins), or when
 /// `RUST_LOG` is not a valid filter.
@@ -35,8 +33,10 @@ pub fn init(settings: &LogSettings) -> Result<LogFlush, String> {
             .map_err(|e| format!("RUST_LOG=`{env}` is not a log filter: {e}"))?,
         _ => EnvFilter::try_new(&settings.filter).map_err(|e| e.to_string())?,
     };
-    let (writer, guard) = gather::start(std::io::stderr(), QUEUED_BYTES, "interlingua-log")
-        .map_err(|e| format!("starting the log writer: {e}"))?;
+    let (writer, guard) = NonBlockingBuilder::default()
+        .lossy(false)
+        .thread_name("interlingua-log")
+        .finish(BufWriter::with_capacity(64 * 1024, std::io::stderr()));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer)
