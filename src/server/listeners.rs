@@ -7,6 +7,8 @@ use std::sync::Arc;
 use pingora::apps::http_app::HttpServer;
 use pingora::apps::HttpServerOptions;
 use pingora::listeners::tls::TlsSettings;
+use pingora::listeners::ListenerConfig;
+use pingora::protocols::l4::stream::L4BufferSettings;
 use pingora::server::configuration::ServerConf;
 use pingora::server::ListenFds;
 use pingora::services::listening::Service;
@@ -17,6 +19,17 @@ use crate::admin::Admin;
 use crate::config::Listener;
 use crate::proxy::Proxy;
 use crate::state::State;
+
+/// How much of an answer to a client is gathered before it is sent. pingora's default (1 460
+/// bytes, one segment) splits any answer over about 1.2 kB into two sends, the header and then
+/// the body: two system calls, two segments, and a client woken twice. An answer of up to 8 KiB
+/// now leaves in one write; a larger one leaves as before (the header, then the body). Only
+/// bodies of known length are gathered (pingora flushes the header of a chunked or
+/// close-delimited answer, and each of its chunks, at once), and such a body is a document its
+/// reader parses whole, so holding back its first 8 KiB until more arrives or it ends delays
+/// nothing a client can use. The cost is 8 KiB per client connection, beside pingora's 64 KiB
+/// read buffer (16 KiB measured +16 MiB of peak RSS at 1 024 connections).
+const CLIENT_WRITE_BUFFER: usize = 8 * 1024;
 
 pub struct Bound {
     pub services: Vec<Box<dyn ServiceTrait>>,
@@ -62,8 +75,10 @@ pub fn bind_all(
         let mut service = Service::new(format!("proxy (h2c {h2c})"), app);
         for (index, l) in group {
             let addr = bind(l.address, fds)?;
+            let buffers = L4BufferSettings::default().write(CLIENT_WRITE_BUFFER);
+            let endpoint = ListenerConfig::tcp(addr.to_string()).l4_buffer(buffers);
             match &l.tls {
-                None => service.add_tcp(&addr.to_string()),
+                None => service.add_listener(endpoint),
                 Some(files) => {
                     let tls_error = |detail: String| StartError::Tls {
                         address: addr,
@@ -74,7 +89,7 @@ pub fn bind_all(
                     let mut settings = TlsSettings::intermediate(&cert, &key)
                         .map_err(|e| tls_error(e.to_string()))?;
                     settings.enable_h2();
-                    service.add_tls_with_settings(&addr.to_string(), None, settings);
+                    service.add_listener(endpoint.tls(settings));
                 }
             }
             proxy_addrs.push((index, addr));
