@@ -70,10 +70,30 @@ pub struct Context<'a> {
     pub vars: &'a Map<String, Value>,
 }
 
+/// A canonical document as rules read it: a JSON value, or a view that makes each part the first
+/// time a rule asks for it (a task for the back's request, whose mapping reads a few of its
+/// fields; see `engine::views::BackDoc`).
+pub trait Doc: Sync {
+    /// The value at `path`, if any (null and absent are alike to rules).
+    fn get(&self, path: &[String]) -> Option<&Value>;
+    /// The whole document, as one value.
+    fn to_value(&self) -> Value;
+}
+
+impl Doc for Value {
+    fn get(&self, path: &[String]) -> Option<&Value> {
+        walk(self, path)
+    }
+
+    fn to_value(&self) -> Value {
+        self.clone()
+    }
+}
+
 /// Expressions' view of a document: `var.*` from the context, the name a shape binds (`step`) to
 /// the current element, everything else from the root document.
 struct DocScope<'a> {
-    root: &'a Value,
+    root: &'a dyn Doc,
     bind: Option<(&'a str, &'a Value)>,
     vars: &'a Map<String, Value>,
     current: Option<&'a Value>,
@@ -88,7 +108,7 @@ impl Scope for DocScope<'_> {
         } else if let Some((_, elem)) = self.bind.filter(|(b, _)| b == first) {
             walk(elem, rest)
         } else {
-            walk(self.root, path)
+            self.root.get(path)
         };
         found.filter(|v| !v.is_null())
     }
@@ -225,12 +245,12 @@ fn decode_into(
 }
 
 /// Whether `expr` holds for `doc` (an error counts as not holding).
-pub fn holds(expr: &Expr, doc: &Value, ctx: &Context<'_>) -> bool {
+pub fn holds(expr: &Expr, doc: &dyn Doc, ctx: &Context<'_>) -> bool {
     evaluate(expr, doc, ctx).is_some_and(|v| truthy(Some(&v)))
 }
 
 /// The value of `expr` for `doc`; absent on an error.
-pub fn evaluate(expr: &Expr, doc: &Value, ctx: &Context<'_>) -> Option<Value> {
+pub fn evaluate(expr: &Expr, doc: &dyn Doc, ctx: &Context<'_>) -> Option<Value> {
     let scope = DocScope {
         root: doc,
         bind: None,
@@ -241,7 +261,7 @@ pub fn evaluate(expr: &Expr, doc: &Value, ctx: &Context<'_>) -> Option<Value> {
 }
 
 /// Writes `doc` as a dialect message.
-pub fn encode(rules: &Rules, doc: &Value, ctx: &Context<'_>) -> Result<Message, CodecError> {
+pub fn encode(rules: &Rules, doc: &dyn Doc, ctx: &Context<'_>) -> Result<Message, CodecError> {
     let scope = DocScope {
         root: doc,
         bind: None,

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use codec::{decode, decode_onto, encode, evaluate, holds, CodecError, Context, Message};
+pub use codec::{decode, decode_onto, encode, evaluate, holds, CodecError, Context, Doc, Message};
 pub use mapping::Mapping;
 
 use crate::config::{Location, Problem, Problems};

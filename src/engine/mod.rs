@@ -33,7 +33,7 @@ use crate::auth::Identity;
 use crate::config::{Access, Price, Route, Translation};
 use crate::dialect::mapping::{Op, Rules};
 use crate::dialect::template::{parse_query, render_query};
-use crate::dialect::{self, CodecError, Context, Mapping, Message};
+use crate::dialect::{self, CodecError, Context, Doc, Mapping, Message};
 use crate::error::ProxyError;
 use crate::metrics::Metrics;
 use crate::proxy::upstream::UpstreamState;
@@ -318,7 +318,7 @@ impl Engine {
         &self,
         t: &Translated,
         op: Operation,
-        doc: &Value,
+        doc: &dyn Doc,
         cx: &mut Cx<'_>,
     ) -> Result<Value, ProxyError> {
         let bop = self.back_form(t, op, doc)?;
@@ -332,7 +332,7 @@ impl Engine {
         if bop.then.is_empty() {
             return Ok(answer);
         }
-        let mut running = doc.clone();
+        let mut running = doc.to_value();
         for call in &bop.then {
             views::merge_into(&mut running, &answer);
             let next = Call {
@@ -352,7 +352,7 @@ impl Engine {
         &self,
         t: &'m Translated,
         op: Operation,
-        doc: &Value,
+        doc: &dyn Doc,
     ) -> Result<&'m Op, ProxyError> {
         let ctx = t.back_ctx();
         t.back
@@ -370,7 +370,7 @@ impl Engine {
         &self,
         t: &Translated,
         call: Call<'_>,
-        doc: &Value,
+        doc: &dyn Doc,
         seed: Value,
         cx: &mut Cx<'_>,
     ) -> Result<Value, ProxyError> {

@@ -6,7 +6,7 @@ use std::time::Instant;
 use chrono::Utc;
 use serde_json::{json, Value};
 
-use super::views::{self, at, back_task, doc, front_task, patch_from_back, text_at};
+use super::views::{self, at, back_task, doc, front_task, patch_from_back, text_at, BackDoc};
 use super::{Cx, Engine, Spent, Translated};
 use crate::auth::Identity;
 use crate::config::Validation;
@@ -95,7 +95,7 @@ impl Engine {
             return Ok(doc([("task", front_task(&task))]));
         }
 
-        let back_doc = doc([("task", back_task(&stored.task))]);
+        let back_doc = BackDoc::new(&stored.task);
         let answer = self
             .call_back(t, Operation::CreateTask, &back_doc, cx)
             .await;
@@ -147,7 +147,7 @@ impl Engine {
             identity,
             spent: &mut spent,
         };
-        let back_doc = doc([("task", back_task(&stored.task))]);
+        let back_doc = BackDoc::new(&stored.task);
         let answer = self
             .call_back(t, Operation::CreateTask, &back_doc, &mut cx)
             .await;
@@ -351,7 +351,7 @@ impl Engine {
             )));
         }
         if t.back.op(Operation::CancelTask).is_some() && stored.task.upstream_id.is_some() {
-            let back_doc = doc([("task", back_task(&stored.task))]);
+            let back_doc = BackDoc::new(&stored.task);
             self.call_back(t, Operation::CancelTask, &back_doc, cx)
                 .await?;
         }
@@ -592,7 +592,7 @@ impl Engine {
         {
             return Ok(stored);
         }
-        let back_doc = doc([("task", back_task(&stored.task))]);
+        let back_doc = BackDoc::new(&stored.task);
         let answer = self.call_back(t, Operation::GetTask, &back_doc, cx).await?;
         let patch = patch_from_back(&answer, &t.upstream.config.name, &t.back.name)?;
         self.apply(t, stored, patch, cx).await
