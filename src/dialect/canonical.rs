@@ -28,7 +28,9 @@ const OUT: &[&str] = &[
     "artifacts.*",
 ];
 
-const TASK: &[&str] = &[
+/// The task's fields (its top-level ones are `Task`'s serde names, which `engine::views::BackDoc`
+/// relies on; a test there holds them to it).
+pub const TASK: &[&str] = &[
     "id",
     "upstream_id",
     "agent",

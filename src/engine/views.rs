@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use serde_json::{json, Map, Value};
 
 use super::super::dialect::expr::walk;
-use crate::dialect::Doc;
+use crate::dialect::{canonical, Doc};
 use crate::error::ProxyError;
 use crate::task::time::serialize_rfc3339;
 use crate::task::{Input, Task, TaskPatch};
@@ -56,35 +56,11 @@ fn back_step_ids(steps: &mut Value, task: &Task) {
 /// whole task into JSON values for each call was ≈ 4 % of a get_task's CPU.
 pub struct BackDoc<'a> {
     task: &'a Task,
-    fields: [OnceLock<Value>; TASK_FIELDS.len()],
+    /// One per name of [`canonical::TASK`] (the task's serde names, and a few patterns a mapping
+    /// may name, which no path reads as one segment).
+    fields: [OnceLock<Value>; canonical::TASK.len()],
     whole: OnceLock<Value>,
 }
-
-/// The task's fields, by their names in its JSON (`Task`'s serde names). A test checks that the
-/// list and [`task_field`] cover every field `back_task` writes, and agree with it.
-const TASK_FIELDS: [&str; 21] = [
-    "id",
-    "upstream_id",
-    "agent",
-    "route",
-    "subject",
-    "plan",
-    "status",
-    "reason",
-    "name",
-    "input",
-    "output",
-    "input_request",
-    "status_ref",
-    "message",
-    "conversation",
-    "steps",
-    "cost",
-    "created_at",
-    "updated_at",
-    "client_ref",
-    "turn",
-];
 
 impl<'a> BackDoc<'a> {
     pub fn new(task: &'a Task) -> BackDoc<'a> {
@@ -100,7 +76,7 @@ impl Doc for BackDoc<'_> {
     fn get(&self, path: &[String]) -> Option<&Value> {
         match path {
             [root, name, rest @ ..] if root == "task" => {
-                let i = TASK_FIELDS.iter().position(|f| f == name)?;
+                let i = canonical::TASK.iter().position(|f| f == name)?;
                 let value = self.fields[i].get_or_init(|| task_field(self.task, name));
                 walk(value, rest)
             }
@@ -269,7 +245,7 @@ mod tests {
     use crate::task::{Output, Status, Step};
 
     /// Every field set, so that each one's JSON is compared (a field added to `Task` must be
-    /// added here, and then to `TASK_FIELDS` and `task_field`, or this test fails).
+    /// added here, and then to `canonical::TASK` and `task_field`, or this test fails).
     fn full_task() -> Task {
         let at = Utc.with_ymd_and_hms(2026, 11, 23, 12, 0, 0).unwrap();
         let step = |id: &str, upstream: Option<&str>, order: u32| Step {
@@ -361,13 +337,13 @@ mod tests {
             };
             for name in fields.keys() {
                 assert!(
-                    TASK_FIELDS.contains(&name.as_str()),
-                    "`{name}` is not in TASK_FIELDS"
+                    canonical::TASK.contains(&name.as_str()),
+                    "`{name}` is not in canonical::TASK"
                 );
             }
             let mut all = Vec::new();
             paths(&whole, &mut Vec::new(), &mut all);
-            for name in TASK_FIELDS {
+            for name in canonical::TASK {
                 all.push(vec!["task".to_string(), name.to_string()]);
             }
             all.push(vec!["task".to_string(), "no_such_field".to_string()]);
