@@ -166,6 +166,8 @@ pub struct RouteEntry {
     pub sync_timeout: Option<Spanned<String>>,
     pub poll_interval: Option<Spanned<String>>,
     pub poll_max_interval: Option<Spanned<String>>,
+    pub input_timeout: Option<Spanned<String>>,
+    pub min_refresh: Option<Spanned<String>>,
     /// Require a verified bearer token.
     pub auth: Option<bool>,
     /// The plans allowed (empty or absent: any plan).

@@ -307,6 +307,12 @@ pub struct Translation {
     /// First and longest interval between polls of an asynchronous back.
     pub poll_interval: Duration,
     pub poll_max_interval: Duration,
+    /// How long a task may wait for input (or for its payment) before it is cancelled as
+    /// `expired`, its hold released.
+    pub input_timeout: Duration,
+    /// Polls of one task within this long of the last refresh from the back are answered from
+    /// the store (many clients polling one task cause one call to the agent).
+    pub min_refresh: Duration,
 }
 
 /// A route: which requests it takes, where they go, and how they are translated.

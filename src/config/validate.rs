@@ -23,6 +23,8 @@ const DEFAULT_MAPPINGS_DIR: &str = "./mappings";
 const DEFAULT_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
 const DEFAULT_POLL_MAX_INTERVAL: Duration = Duration::from_secs(10);
+const DEFAULT_INPUT_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+const DEFAULT_MIN_REFRESH: Duration = Duration::from_millis(250);
 const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(60);
@@ -513,6 +515,18 @@ fn translation(r: &file::RouteEntry, path: &str, p: &mut Collector<'_>) -> Optio
         DEFAULT_POLL_MAX_INTERVAL,
         p,
     );
+    let input_timeout = duration(
+        r.input_timeout.as_ref(),
+        &format!("{path}.input_timeout"),
+        DEFAULT_INPUT_TIMEOUT,
+        p,
+    );
+    let min_refresh = duration_or_zero(
+        r.min_refresh.as_ref(),
+        &format!("{path}.min_refresh"),
+        DEFAULT_MIN_REFRESH,
+        p,
+    );
     if p.len() != before {
         return None;
     }
@@ -524,6 +538,8 @@ fn translation(r: &file::RouteEntry, path: &str, p: &mut Collector<'_>) -> Optio
         sync_timeout: sync_timeout?,
         poll_interval: poll_interval?,
         poll_max_interval: poll_max_interval?,
+        input_timeout: input_timeout?,
+        min_refresh: min_refresh?,
     })
 }
 
@@ -631,6 +647,19 @@ fn dialect(name: Option<&Spanned<String>>, path: &str, p: &mut Collector<'_>) ->
             );
             None
         }
+    }
+}
+
+/// A duration where zero is meaningful (`"0s"`: off).
+fn duration_or_zero(
+    value: Option<&Spanned<String>>,
+    path: &str,
+    default: Duration,
+    p: &mut Collector<'_>,
+) -> Option<Duration> {
+    match value.map(|v| parse_duration(v.get_ref())) {
+        Some(Ok(d)) if d.is_zero() => Some(d),
+        _ => duration(value, path, default, p),
     }
 }
 

@@ -53,6 +53,7 @@ pub const TASK: &[&str] = &[
     "turn",
     "message",
     "conversation",
+    "status_since",
 ];
 
 const STEP: &[&str] = &[

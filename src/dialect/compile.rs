@@ -744,6 +744,18 @@ impl RuleCx<'_> {
                 false
             }
         };
+        let timeout_answers_task = match op.timeout.as_ref().map(|f| f.get_ref().as_str()) {
+            None | Some("error") => false,
+            Some("task") => true,
+            Some(other) => {
+                p.at(
+                    op.timeout.as_ref().map(|f| f.span()),
+                    format!("{where_}.timeout"),
+                    format!("`{other}` is not `task` or `error`"),
+                );
+                false
+            }
+        };
         let then = op
             .then
             .iter()
@@ -787,6 +799,7 @@ impl RuleCx<'_> {
             returns,
             wait,
             failed_as_error,
+            timeout_answers_task,
             otherwise: op.otherwise.as_ref().map(|o| o.get_ref().clone()),
             validate,
             request,

@@ -187,6 +187,10 @@ pub struct OperationSection {
     /// Front: `"error"` answers a task that failed with the dialect's error (502, the agent's
     /// words as the message) instead of the task; default `"task"`.
     pub failed: Option<Spanned<String>>,
+    /// Front, for a request that waits for the result: what the client gets when the route's
+    /// `sync_timeout` passes first. `"task"` answers the task as it is (it goes on, and the
+    /// client can poll it); default `"error"`: 504, naming the task.
+    pub timeout: Option<Spanned<String>>,
     /// Front: validate this canonical field against the input schema before anything else.
     pub validate: Option<Spanned<String>>,
     pub request: Option<Vec<Spanned<FieldRule>>>,

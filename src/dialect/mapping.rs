@@ -267,6 +267,8 @@ pub struct Op {
     pub wait: Option<Expr>,
     /// A failed task is answered as an error.
     pub failed_as_error: bool,
+    /// Front: at `sync_timeout`, answer the task as it is rather than 504.
+    pub timeout_answers_task: bool,
     /// provide_input: the create form that takes the request when its task has ended.
     pub otherwise: Option<String>,
     /// Front: the canonical field validated against the input schema.

@@ -14,6 +14,7 @@
 //! `search_tasks` from config, the mappings and the store. It knows no dialect by name.
 
 pub mod client;
+mod follow;
 mod ops;
 mod stream;
 pub mod views;
@@ -165,6 +166,8 @@ pub struct Engine {
     pub watcher: std::sync::OnceLock<std::sync::Weak<watch::Watcher>>,
     /// Input schemas fetched from backs, per route, with when they were fetched.
     schemas: Mutex<HashMap<String, (Instant, Value)>>,
+    /// When each task was last refreshed from its back (polls coalesce).
+    refreshes: follow::Refreshes,
 }
 
 /// How long a schema fetched from a back is reused.
@@ -179,6 +182,7 @@ impl Engine {
             watcher: std::sync::OnceLock::new(),
             client: Arc::new(Client::new(idle_pool)),
             schemas: Mutex::new(HashMap::new()),
+            refreshes: follow::Refreshes::default(),
         }
     }
 

@@ -127,7 +127,7 @@ impl Engine {
             }
         }
         if waits {
-            stored = self.wait_until_settled(t, stored, cx).await?;
+            stored = self.wait_until_settled(t, fop, stored, cx).await?;
             failed_as_error(fop, &stored)?;
         }
         Ok(doc([("task", front_task(&stored.task))]))
@@ -317,7 +317,7 @@ impl Engine {
         };
         let mut stored = self.apply(t, stored, patch, cx).await?;
         if fop.waits(&request_doc, &t.front_ctx()) {
-            stored = self.wait_until_settled(t, stored, cx).await?;
+            stored = self.wait_until_settled(t, fop, stored, cx).await?;
             failed_as_error(fop, &stored)?;
         }
         let step = waiting
@@ -359,6 +359,49 @@ impl Engine {
             .apply(t, stored, TaskPatch::status(Status::Cancelled), cx)
             .await?;
         Ok(doc([("task", front_task(&stored.task))]))
+    }
+
+    /// Ends a task that has waited for input (or payment) longer than the route's
+    /// `input_timeout`: cancelled, reason `expired`, its hold released; the back is told to
+    /// cancel where it can be (a failure to is logged: the task ends here either way).
+    pub(super) async fn expire(
+        &self,
+        t: &Translated,
+        stored: Stored,
+    ) -> Result<Stored, ProxyError> {
+        let mut spent = Spent::default();
+        let request_id = format!("expire-{}", stored.task.id);
+        let mut cx = Cx {
+            request_id: &request_id,
+            identity: None,
+            spent: &mut spent,
+        };
+        if t.back.op(Operation::CancelTask).is_some() && stored.task.upstream_id.is_some() {
+            let back_doc = BackDoc::new(&stored.task);
+            if let Err(e) = self
+                .call_back(t, Operation::CancelTask, &back_doc, &mut cx)
+                .await
+            {
+                tracing::warn!(task = %stored.task.id, route = %t.route, "cancelling an expired task on the agent failed: {e}");
+            }
+        }
+        let waited = if stored.task.status == Status::AwaitingInput {
+            "input"
+        } else {
+            "payment"
+        };
+        let patch = TaskPatch {
+            status: Some(Status::Cancelled),
+            reason: Some("expired".to_string()),
+            message: Some(format!(
+                "the task waited for {waited} longer than input_timeout ({})",
+                humantime::format_duration(t.settings.input_timeout)
+            )),
+            ..TaskPatch::default()
+        };
+        let stored = self.apply(t, stored, patch, &mut cx).await?;
+        tracing::info!(task = %stored.task.id, route = %t.route, "task expired waiting for {waited}");
+        Ok(stored)
     }
 
     /// search_tasks: from the store, this route's tasks only.
@@ -577,11 +620,26 @@ impl Engine {
     }
 
     /// Asks the back how the task is doing, and stores what changed. A task that has ended, or
-    /// whose back cannot be asked, is returned as stored.
+    /// whose back cannot be asked, is returned as stored; so is one refreshed within the route's
+    /// `min_refresh` (as the store has it: many clients polling one task make one call).
     pub(super) async fn refresh(
         &self,
         t: &Translated,
         stored: Stored,
+        cx: &mut Cx<'_>,
+    ) -> Result<Stored, ProxyError> {
+        self.refresh_within(t, stored, t.settings.min_refresh, cx)
+            .await
+    }
+
+    /// [`Engine::refresh`], accepting a refresh made within `fresh` instead of asking the back.
+    /// Refreshes of one task are made one at a time: a caller that waited for another's finds
+    /// it fresh and reads what it stored.
+    pub(super) async fn refresh_within(
+        &self,
+        t: &Translated,
+        stored: Stored,
+        fresh: std::time::Duration,
         cx: &mut Cx<'_>,
     ) -> Result<Stored, ProxyError> {
         // A synchronous back is never polled: its background execution stores what it says.
@@ -592,10 +650,26 @@ impl Engine {
         {
             return Ok(stored);
         }
+        let gate = self.refreshes.gate(&stored.task.id);
+        let mut last = gate.lock().await;
+        if super::follow::is_fresh(*last, fresh) {
+            drop(last);
+            return Ok(match self.store.get(&stored.task.id).await {
+                Ok(Some(newer)) if newer.version > stored.version => newer,
+                _ => stored,
+            });
+        }
+        let started = tokio::time::Instant::now();
         let back_doc = BackDoc::new(&stored.task);
         let answer = self.call_back(t, Operation::GetTask, &back_doc, cx).await?;
         let patch = patch_from_back(&answer, &t.upstream.config.name, &t.back.name)?;
-        self.apply(t, stored, patch, cx).await
+        let stored = self.apply(t, stored, patch, cx).await?;
+        *last = Some(started);
+        drop(last);
+        if stored.task.status.is_terminal() {
+            self.refreshes.forget(&stored.task.id);
+        }
+        Ok(stored)
     }
 
     /// Folds `patch` into the task and stores it; a lost race is redone on the newer version.
@@ -716,34 +790,41 @@ impl Engine {
         }
     }
 
-    /// For a front that answers with the result: polls the back, backing off, until the task
-    /// ends or waits for input; 504 at the route's `sync_timeout`.
+    /// For a front that answers with the result: follows the task closely (see
+    /// [`super::follow`]) until it ends or waits for input. At the route's `sync_timeout` the
+    /// task goes on (the watcher follows it); the client gets it as it is when its form says
+    /// `timeout = "task"`, else 504 naming it.
     async fn wait_until_settled(
         &self,
         t: &Translated,
+        fop: &Op,
         mut stored: Stored,
         cx: &mut Cx<'_>,
     ) -> Result<Stored, ProxyError> {
-        let deadline = Instant::now() + t.settings.sync_timeout;
-        let mut interval = t.settings.poll_interval;
+        let start = tokio::time::Instant::now();
+        let deadline = start + t.settings.sync_timeout;
         loop {
             if stored.task.status.is_terminal() || stored.task.status == Status::AwaitingInput {
                 return Ok(stored);
             }
-            let now = Instant::now();
+            let now = tokio::time::Instant::now();
             if now >= deadline {
+                if fop.timeout_answers_task {
+                    return Ok(stored);
+                }
                 return Err(ProxyError::UpstreamTimeout {
                     upstream: t.upstream.config.name.clone(),
                     detail: format!(
-                        "task `{}` did not finish within sync_timeout ({})",
+                        "task `{}` did not finish within sync_timeout ({}); it goes on, and its credits settle when it ends",
                         stored.task.id,
                         humantime::format_duration(t.settings.sync_timeout)
                     ),
                 });
             }
-            tokio::time::sleep(interval.min(deadline - now)).await;
-            interval = (interval * 2).min(t.settings.poll_max_interval);
-            stored = self.refresh(t, stored, cx).await?;
+            let interval =
+                super::follow::follow_interval(now - start, t.settings.poll_max_interval);
+            tokio::time::sleep_until((now + interval).min(deadline)).await;
+            stored = self.refresh_within(t, stored, interval, cx).await?;
         }
     }
 }

@@ -75,8 +75,9 @@ struct Follow<'a> {
 
 impl Follow<'_> {
     async fn run(&self, task_id: &str, tx: &mpsc::Sender<Bytes>) -> Result<(), String> {
-        let deadline = Instant::now() + self.t.settings.sync_timeout;
-        let mut interval = self.t.settings.poll_interval;
+        let start = Instant::now();
+        let deadline = start + self.t.settings.sync_timeout;
+        let mut interval = super::follow::FOLLOW_MIN;
         let mut seen: Option<Value> = None;
         let mut seq = 0u64;
         let mut spent = Spent::default();
@@ -87,9 +88,11 @@ impl Follow<'_> {
                 identity: self.identity,
                 spent: &mut spent,
             };
+            // A client watching the stream waits for the next event: followed as closely as a
+            // client waiting for the result.
             let stored = self
                 .engine
-                .refresh(self.t, stored, &mut cx)
+                .refresh_within(self.t, stored, interval, &mut cx)
                 .await
                 .map_err(|e| e.to_string())?;
             // What a client can see of the task; a change the client cannot see (a status id the
@@ -111,8 +114,9 @@ impl Follow<'_> {
             if now >= deadline {
                 return Err("sync_timeout reached".to_string());
             }
+            interval =
+                super::follow::follow_interval(now - start, self.t.settings.poll_max_interval);
             tokio::time::sleep(interval.min(deadline - now)).await;
-            interval = (interval * 2).min(self.t.settings.poll_max_interval);
         }
     }
 

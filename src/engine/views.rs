@@ -121,6 +121,7 @@ fn task_field(task: &Task, name: &str) -> Value {
         "updated_at" => time(&task.updated_at),
         "client_ref" => json(&task.client_ref),
         "turn" => json(&task.turn),
+        "status_since" => task.status_since.as_ref().map_or(Value::Null, time),
         _ => Value::Null,
     }
 }
@@ -301,6 +302,7 @@ mod tests {
             updated_at: at + chrono::Duration::seconds(3),
             client_ref: Some("mine".to_string()),
             turn: 2,
+            status_since: Some(at + chrono::Duration::seconds(2)),
         }
     }
 

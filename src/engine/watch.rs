@@ -112,8 +112,8 @@ impl Watcher {
                     };
                     let me = self.clone();
                     tokio::spawn(async move {
-                        let again = me.check(&id).await;
-                        me.reschedule(id, again);
+                        let next = me.check(&id).await;
+                        me.reschedule(id, next);
                         drop(permit);
                     });
                 }
@@ -146,23 +146,35 @@ impl Watcher {
         }
     }
 
-    /// Refreshes one task; `true` while it has not ended.
-    async fn check(&self, id: &str) -> bool {
+    /// Refreshes one task. `None` once it has ended; otherwise the latest the next check may
+    /// come (a task waiting for input or payment is checked when its `input_timeout` is up).
+    async fn check(&self, id: &str) -> Option<Duration> {
         let stored = match self.engine.store.get(id).await {
             Ok(Some(s)) => s,
-            Ok(None) => return false,
+            Ok(None) => return None,
             Err(e) => {
                 tracing::warn!(task = id, "watcher: {e}");
-                return true;
+                return Some(Duration::MAX);
             }
         };
         if stored.task.status.is_terminal() {
-            return false;
+            return None;
         }
         let Some(t) = self.routes.get(&stored.task.route) else {
             tracing::warn!(task = id, route = %stored.task.route, "watcher: the task's route is no longer configured");
-            return false;
+            return None;
         };
+        if let Some(left) = expires_in(t, &stored.task) {
+            if left.is_zero() {
+                return match self.engine.expire(t, stored).await {
+                    Ok(s) => (!s.task.status.is_terminal()).then_some(Duration::MAX),
+                    Err(e) => {
+                        tracing::warn!(task = id, "watcher: ending an expired task: {e}");
+                        Some(Duration::MAX)
+                    }
+                };
+            }
+        }
         let mut spent = Spent::default();
         let request_id = format!("watch-{id}");
         let mut cx = Cx {
@@ -171,27 +183,42 @@ impl Watcher {
             spent: &mut spent,
         };
         match self.engine.refresh(t, stored, &mut cx).await {
-            Ok(s) => !s.task.status.is_terminal(),
+            Ok(s) if s.task.status.is_terminal() => None,
+            Ok(s) => Some(expires_in(t, &s.task).unwrap_or(Duration::MAX)),
             Err(e) => {
                 tracing::debug!(task = id, "watcher: {e}");
-                true
+                Some(Duration::MAX)
             }
         }
     }
 
-    fn reschedule(&self, id: Arc<str>, again: bool) {
+    fn reschedule(&self, id: Arc<str>, next: Option<Duration>) {
         let mut q = self.queue.lock();
-        if !again {
+        let Some(latest) = next else {
             q.watched.remove(&id);
             return;
-        }
+        };
         let Some((max, interval)) = q.watched.get_mut(&id) else {
             return;
         };
+        // An unanswered back, or a task that waits long, is polled ever more rarely, up to the
+        // route's longest interval.
         *interval = (*interval * 2).min(*max);
-        let next = Instant::now() + *interval;
+        let next = Instant::now() + (*interval).min(latest);
         q.due.push(Reverse((next, id)));
         drop(q);
         self.wake.notify_one();
     }
+}
+
+/// How long a task that waits on its client (input, or a payment) may still wait; `None` for a
+/// task that does not.
+fn expires_in(t: &Translated, task: &crate::task::Task) -> Option<Duration> {
+    if !task.waits_on_client() {
+        return None;
+    }
+    let waited = (chrono::Utc::now() - task.in_status_since())
+        .to_std()
+        .unwrap_or(Duration::ZERO);
+    Some(t.settings.input_timeout.saturating_sub(waited))
 }

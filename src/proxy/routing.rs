@@ -145,6 +145,8 @@ mod tests {
                 sync_timeout: Duration::from_secs(1),
                 poll_interval: Duration::from_secs(1),
                 poll_max_interval: Duration::from_secs(1),
+                input_timeout: Duration::from_secs(1),
+                min_refresh: Duration::from_secs(1),
             },
             access: Default::default(),
             price: None,

@@ -226,6 +226,10 @@ pub struct Task {
     /// provide_input (a turn-based back's `turn`).
     #[serde(default)]
     pub turn: u32,
+    /// When the task entered its current status (and reason); absent: since it was created.
+    /// A task waiting for input or payment ends once it has waited the route's `input_timeout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_since: Option<DateTime<Utc>>,
 }
 
 /// What an upstream answer says about a task: only the fields it carried.
@@ -280,6 +284,19 @@ impl TaskPatch {
 }
 
 impl Task {
+    /// When the task entered its current status.
+    pub fn in_status_since(&self) -> DateTime<Utc> {
+        self.status_since.unwrap_or(self.created_at)
+    }
+
+    /// Whether the task waits on the client (input) or on a payment, rather than on the agent:
+    /// such a wait is bounded by the route's `input_timeout`.
+    pub fn waits_on_client(&self) -> bool {
+        self.status == Status::AwaitingInput
+            || (self.status == Status::Pending
+                && self.reason.as_deref() == Some("awaiting_payment"))
+    }
+
     /// A new pending task with a fresh id: a UUID v7 (RFC 9562), its first 48 bits `now` in
     /// milliseconds, the rest random (74 bits, as unguessable as ids need to be).
     ///
@@ -318,6 +335,7 @@ impl Task {
             updated_at: now,
             client_ref: None,
             turn: 0,
+            status_since: None,
         }
     }
 }

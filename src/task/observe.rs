@@ -108,6 +108,9 @@ impl Task {
         } else {
             self.input_request = None;
         }
+        if self.status != before.status || self.reason != before.reason {
+            self.status_since = Some(now);
+        }
         let changed = *self != before;
         if changed {
             self.updated_at = now;

@@ -22,7 +22,8 @@ pub fn paid_config(rest: &str) -> String {
 }
 
 /// A route `name` taking `prefix` to `upstream`, `front` over `back`, that needs a token of plan
-/// [`PLAN`]; each task holds 1 credit and costs 1, and the back is polled every 50 to 200 ms.
+/// [`PLAN`]; each task holds 1 credit and costs 1, and the back is polled every 50 to 200 ms
+/// (clients' polls coalesce within 50 ms, so that a client polling often sees short states).
 /// `extra` settings are added to it.
 pub fn paid_route(
     name: &str,
@@ -45,6 +46,7 @@ plans = ["{PLAN}"]
 price = {{ hold = 1, step = 1 }}
 poll_interval = "50ms"
 poll_max_interval = "200ms"
+min_refresh = "50ms"
 {extra}
 "#
     )
