@@ -222,6 +222,13 @@ async fn the_attack_table() {
             invalid("tokens with alg `none` are never accepted"),
         ),
         (
+            // A real signature is not needed: the algorithm is refused before any key is tried.
+            "an algorithm interlingua has no verifier for (ES256K)",
+            Some(format!("Bearer {}sig", unsigned(json!({"alg": "ES256K", "kid": "hs", "typ": "JWT"}), &ok))),
+            401,
+            invalid("the algorithm ES256K is not allowed"),
+        ),
+        (
             "HS256 signed with the RSA public key, naming the RSA key",
             Some(format!("Bearer {}", sign(Algorithm::HS256, Some("rs"), &rsa_as_hmac, &ok))),
             401,
@@ -317,7 +324,7 @@ async fn the_attack_table() {
 
     proxy
         .metrics_showing(&[
-            r#"interlingua_rejections_total{reason="401"} 16"#,
+            r#"interlingua_rejections_total{reason="401"} 17"#,
             r#"interlingua_rejections_total{reason="403"} 2"#,
         ])
         .await;
