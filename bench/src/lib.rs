@@ -20,6 +20,7 @@
 //! - [`curves`]: latency vs body size, connections, routes, stored tasks; creates vs clients.
 //! - [`load`]: driving wrk and oha, reading their figures.
 //! - [`procs`]: starting, pinning, bounding and stopping processes by pid; `/proc` readings.
+//! - [`blocking`]: what a client blocking on a 2 s task waits beyond the task (A2A over MIP-003).
 //! - [`seed`]: filling a task store for the stored-tasks curve.
 //! - [`stats`]: percentiles, medians, per-round ratios (what the headline is made of).
 //! - [`report`], [`plot`]: tables, results files, PNG plots, the headline line.
@@ -27,6 +28,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod blocking;
 pub mod canned;
 pub mod compare;
 pub mod curves;

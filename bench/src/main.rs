@@ -1,5 +1,6 @@
 //! `interlingua-bench`: the harness behind `bench/run` (`run`), the canned upstream every
-//! contender proxies to (`upstream`), and the store seeder (`seed`).
+//! contender proxies to (`upstream`), the store seeder (`seed`), and the blocking-client
+//! measurement alone (`blocking`, also part of `run`).
 
 #![forbid(unsafe_code)]
 
@@ -8,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use interlingua_bench::{canned, run, seed, stack};
+use interlingua_bench::{blocking, canned, procs, run, seed, stack};
 
 #[derive(Parser)]
 #[command(
@@ -31,6 +32,18 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         threads: usize,
     },
+    /// Measures only what a client blocking on a 2 s task waits beyond the task (A2A over
+    /// MIP-003), e.g. to compare two builds: `interlingua-bench blocking --interlingua BIN`.
+    Blocking {
+        /// The `interlingua` binary.
+        #[arg(long)]
+        interlingua: PathBuf,
+        /// The repository (for `mappings/`).
+        #[arg(long, default_value = ".")]
+        repo: PathBuf,
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+    },
     /// Fills a task store with finished tasks (until it holds `count` of them).
     Seed {
         #[arg(long)]
@@ -45,6 +58,28 @@ enum Command {
     },
 }
 
+/// `blocking` on its own: unpinned, in a scratch directory removed afterwards.
+fn blocking_alone(interlingua: PathBuf, repo: PathBuf, rounds: usize) -> Result<(), String> {
+    let scratch = std::env::temp_dir().join(format!("interlingua-blocking-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).map_err(|e| e.to_string())?;
+    let procs = procs::Procs::new(&scratch.join("pids"), false).map_err(|e| e.to_string())?;
+    let env = stack::Env {
+        procs: procs.clone(),
+        dir: scratch.clone(),
+        repo,
+        interlingua,
+        nginx: PathBuf::from("nginx"),
+        me: std::env::current_exe().map_err(|e| e.to_string())?,
+        sut_cpus: "0".into(),
+        threads: 1,
+    };
+    let result = blocking::measure(&env, rounds);
+    procs.stop_all();
+    let _ = std::fs::remove_dir_all(&scratch);
+    println!("{}", result?.line());
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -52,6 +87,11 @@ fn main() -> ExitCode {
         Command::Upstream { listen, threads } => {
             canned::main(listen, threads).map_err(|e| e.to_string())
         }
+        Command::Blocking {
+            interlingua,
+            repo,
+            rounds,
+        } => blocking_alone(interlingua, repo, rounds),
         Command::Seed {
             data_dir,
             count,

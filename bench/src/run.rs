@@ -484,6 +484,10 @@ fn run_in(
         &mut |m| say(clock, m),
     )?;
 
+    say(clock, "blocking: an A2A client waiting on a 2 s job");
+    let blocking = crate::blocking::measure(&env, plan.rounds.max(3))?;
+    say(clock, &format!("  {}", blocking.line()));
+
     // The durable-creates target names 2 cores: one more create contender for that curve, with a
     // worker thread per CPU of the machine's two sets, sharing them with the generator.
     let wide = if args.skip_curves {
@@ -569,7 +573,7 @@ fn run_in(
     text.push_str("\n\nratios (median of the per-round ratios and differences)\n");
     text.push_str(&ratios.text());
     let ceiling = report::kernel_ceiling_note(&comparison);
-    text.push_str(&format!("\n{ceiling}\n"));
+    text.push_str(&format!("\n{ceiling}\n{}\n", blocking.line()));
     let before_after = report::baseline_table(&comparison);
     if !before_after.rows.is_empty() {
         text.push_str(
@@ -590,7 +594,7 @@ fn run_in(
         main.markdown(),
         ratios.markdown()
     );
-    md.push_str(&format!("\n{ceiling}.\n"));
+    md.push_str(&format!("\n{ceiling}.\n\n{}.\n", blocking.line()));
     if !before_after.rows.is_empty() {
         md.push_str(&format!(
             "\nThis build against the baseline `{}` (median of the per-round ratios):\n\n{}\n",
@@ -624,6 +628,7 @@ fn run_in(
         "rate_s": plan.rate_s, "rate_connections": plan.rate_connections, "threads": env.threads,
         "generator_cpus": args.generator_cpus, "sut_cpus": args.sut_cpus, "pinned": !args.no_pin,
         "elapsed_s": clock.elapsed().as_secs_f64(),
+        "blocking": {"job_ms": crate::blocking::JOB.as_millis() as u64, "direct_ms": blocking.direct_ms, "proxied_ms": blocking.proxied_ms, "added_ms": blocking.added_ms()},
     });
     let data = report::json(&comparison, &curves, &headline, meta);
     report::write(&out, &md, &curves, &data)?;

@@ -53,6 +53,8 @@ pub enum Route {
     NeverminedOverMip { name: String, prefix: String },
     /// MIP-003 clients, a Nevermined agent: JWT, rate limit (high), credits.
     MipOverNevermined { name: String, prefix: String },
+    /// A2A clients, a MIP-003 agent, no auth: one client blocking on its task.
+    A2aOverMip { prefix: String },
 }
 
 /// The route names the full-pipeline contenders use (seeded tasks must name the same).
@@ -63,7 +65,10 @@ fn route_toml(r: &Route, i: usize) -> String {
     const ACCESS: &str = r#"auth = true
 plans = ["bench"]
 price = { hold = 1, step = 1 }
-rate_limit = { per_subject = "1000000/s, burst 1000000" }"#;
+rate_limit = { per_subject = "1000000/s, burst 1000000" }
+# Every poll reaches the agent (interlingua would answer polls within 250 ms of the last one from
+# its store): the full pipeline is what is measured.
+min_refresh = "0s""#;
     match r {
         Route::Passthrough { prefix } => format!(
             "[[routes]]\nname = \"pass-{i}\"\nmatch = {{ path_prefix = \"{prefix}\" }}\nupstream = \"canned\"\n"
@@ -73,6 +78,9 @@ rate_limit = { per_subject = "1000000/s, burst 1000000" }"#;
         ),
         Route::MipOverNevermined { name, prefix } => format!(
             "[[routes]]\nname = \"{name}\"\nmatch = {{ path_prefix = \"{prefix}\" }}\nupstream = \"canned\"\nfront = \"mip003\"\nback = \"nevermined\"\n{ACCESS}\nvars.nevermined = {{ agent_did = \"{DID}\" }}\n"
+        ),
+        Route::A2aOverMip { prefix } => format!(
+            "[[routes]]\nname = \"a2a-blocking\"\nmatch = {{ path_prefix = \"{prefix}\" }}\nupstream = \"canned\"\nfront = \"a2a\"\nback = \"mip003\"\n"
         ),
     }
 }

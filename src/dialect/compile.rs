@@ -1278,6 +1278,7 @@ stream = { until = "settled", done = "[END]", frames = [{ when = "event.first", 
 method = "POST"
 path = "/rpc"
 otherwise = "create_task"
+timeout = "task"
 match = [{ json = "$.method", equals = ["create"] }, { json = "$.turn", not = [1, "1"] }, { json = "$.turn", present = true }]
 
 [operations.availability]
@@ -1362,6 +1363,14 @@ path = "/rpc"
     }
 
     #[test]
+    fn a_form_may_answer_the_task_at_sync_timeout() {
+        let m = parse(FORMS, "forms.toml").unwrap();
+        let by_key = |k: &str| m.ops.iter().find(|o| o.key == k).unwrap();
+        assert!(by_key("provide_input").timeout_answers_task);
+        assert!(!by_key("create_task").timeout_answers_task);
+    }
+
+    #[test]
     fn tables_translate_both_ways_with_defaults() {
         use serde_json::json;
         let m = parse(FORMS, "forms.toml").unwrap();
@@ -1390,7 +1399,8 @@ path = "/rpc"
             )
             .replace("side = \"back\"", "side = \"sideways\"")
             .replace("table = \"code\"", "table = \"codes\"")
-            .replace("until = \"settled\"", "until = \"never\"");
+            .replace("until = \"settled\"", "until = \"never\"")
+            .replace("timeout = \"task\"", "timeout = \"wait\"");
         let problems = parse(&broken, "forms.toml").unwrap_err();
         let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
         for expected in [
@@ -1399,6 +1409,7 @@ path = "/rpc"
             "`never` is not `terminal` or `settled`",
             "`sideways` is not `front` or `back`",
             "`availability` is not a create_task form of this mapping",
+            "`wait` is not `task` or `error`",
         ] {
             assert!(
                 text.iter().any(|t| t.contains(expected)),
