@@ -15,7 +15,7 @@ use super::canonical;
 use super::expr::Expr;
 use super::file::{
     CallSection, Condition as ConditionSection, ErrorSection, FieldRule, IdsSection,
-    OperationSection, RequestSection, ShapeSection, StatusSection, StreamSection, TableSection,
+    OperationSection, RefuseSection, RequestSection, ShapeSection, StatusSection, StreamSection, TableSection,
 };
 use super::location::{JsonLocation, Location};
 use super::mapping::*;
@@ -38,6 +38,7 @@ const TOP_KEYS: &[&str] = &[
     "shapes",
     "calls",
     "operations",
+    "refuse",
 ];
 
 /// Parses and checks mapping text. `origin` names it in problems.
@@ -68,6 +69,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Mapping, Problems> {
             "error" => raw.error = one::<ErrorSection>(value, name, &mut p),
             "shapes" => raw.shapes = entries::<ShapeSection>(value, name, &mut p),
             "operations" => raw.operations = entries::<OperationSection>(value, name, &mut p),
+            "refuse" => raw.refuse = entries::<RefuseSection>(value, name, &mut p),
             other => p.at(
                 Some(key.span()),
                 other,
@@ -109,6 +111,7 @@ struct Raw {
     shapes: Vec<(Spanned<String>, ShapeSection)>,
     calls: Vec<(Spanned<String>, CallSection)>,
     operations: Vec<(Spanned<String>, OperationSection)>,
+    refuse: Vec<(Spanned<String>, RefuseSection)>,
 }
 
 /// The entries of a table of tables (`[shapes.NAME]`), each deserialized on its own.
@@ -286,7 +289,13 @@ fn compile(raw: Raw, origin: &str, p: &mut Collector<'_>) -> Option<Mapping> {
             }
         }
     }
+    let refused = raw
+        .refuse
+        .iter()
+        .filter_map(|(name, r)| compile_refusal(name.get_ref(), r, p))
+        .collect();
     Some(Mapping {
+        refused,
         name,
         title: raw.title.unwrap_or_default(),
         origin: origin.to_string(),
@@ -299,6 +308,38 @@ fn compile(raw: Raw, origin: &str, p: &mut Collector<'_>) -> Option<Mapping> {
         error_status,
         request,
         ops,
+    })
+}
+
+fn compile_refusal(name: &str, r: &RefuseSection, p: &mut Collector<'_>) -> Option<Refusal> {
+    let where_ = format!("refuse.{name}");
+    let method = Method::from_bytes(r.method.get_ref().to_ascii_uppercase().as_bytes())
+        .map_err(|_| {
+            p.at(
+                Some(r.method.span()),
+                format!("{where_}.method"),
+                "not an HTTP method",
+            )
+        })
+        .ok();
+    let path = PathTemplate::parse(r.path.get_ref())
+        .map_err(|e| p.at(Some(r.path.span()), format!("{where_}.path"), e))
+        .ok();
+    let status = *r.status.get_ref();
+    if !(400..=599).contains(&status) {
+        p.at(
+            Some(r.status.span()),
+            format!("{where_}.status"),
+            "must be an HTTP error status (400-599)",
+        );
+        return None;
+    }
+    Some(Refusal {
+        name: name.to_string(),
+        method: method?,
+        path: path?,
+        status,
+        message: r.message.clone(),
     })
 }
 
@@ -789,6 +830,7 @@ impl RuleCx<'_> {
             failed_as_error,
             otherwise: op.otherwise.as_ref().map(|o| o.get_ref().clone()),
             validate,
+            public: op.public.unwrap_or(kind == Operation::Describe),
             request,
             response,
         })
@@ -1202,7 +1244,7 @@ path = "/x"
             "broken.toml:20:27: operations.create_task.request[5].value: bad expression: unknown function `oops`",
             "broken.toml:21:12: operations.create_task.request[6].json: only simple paths ($.a.b, $.a[0]) can be written; mark the rule `only = \"read\"`",
             "broken.toml:22:26: operations.create_task.request[7]: no shape named `missing` in [shapes]",
-            "broken.toml:25:13: operations.teleport: `teleport` is not a canonical operation; known: create_task, get_task, list_steps, provide_input, cancel_task, search_tasks, availability, input_schema, describe",
+            "broken.toml:25:13: operations.teleport: `teleport` is not a canonical operation; known: create_task, get_task, list_steps, provide_input, cancel_task, search_tasks, search_steps, availability, input_schema, describe",
         ];
         assert_eq!(lines.len(), expected.len(), "{}", lines.join("\n"));
         for (got, want) in lines.iter().zip(expected) {
