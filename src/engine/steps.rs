@@ -110,12 +110,35 @@ impl Engine {
     }
 }
 
-/// The front's view of a task's steps.
+/// The front's view of a task's steps, each standing alone: a step waiting for input (or that
+/// failed) says what its task says of it (the question, the input request, the reason), which a
+/// front otherwise reads from the task beside it.
 fn step_docs(task: &Task) -> Vec<Value> {
-    match front_task(task).get_mut("steps").map(Value::take) {
+    let mut steps = match front_task(task).get_mut("steps").map(Value::take) {
         Some(Value::Array(steps)) => steps,
         _ => Vec::new(),
+    };
+    for (step, doc) in task.steps.iter().zip(steps.iter_mut()) {
+        let waits = step.status == Status::AwaitingInput && task.status == Status::AwaitingInput;
+        if !(waits || step.status == Status::Failed) {
+            continue;
+        }
+        if step.output.text.as_deref().is_none_or(str::is_empty) {
+            if let Some(m) = &task.message {
+                doc["output"]["text"] = json!(m);
+            }
+        }
+        if let (true, Some(schema)) = (waits, &task.input_request) {
+            let additional = &mut doc["output"]["additional"];
+            if !additional.is_object() {
+                *additional = json!({});
+            }
+            if additional.get("input_schema").is_none() {
+                additional["input_schema"] = schema.clone();
+            }
+        }
     }
+    steps
 }
 
 /// One page of the steps found, with the search's totals.
