@@ -1436,4 +1436,66 @@ path = "/rpc"
             );
         }
     }
+
+    /// `[refuse.NAME]` answers a request no form takes with its error; `public` says which
+    /// front forms need no token.
+    const REFUSING: &str = r#"dialect = "refusing"
+
+[refuse.builder_call]
+method = "post"
+path = "/tasks/{task_id}/steps"
+status = 403
+message = "not through a proxy"
+
+[operations.describe]
+method = "GET"
+path = "/card"
+
+[operations.token]
+operation = "describe"
+public = false
+method = "GET"
+path = "/token/{id}"
+
+[operations.get_task]
+method = "GET"
+path = "/tasks/{task_id}/steps"
+"#;
+
+    #[test]
+    fn refused_requests_and_public_forms() {
+        let m = parse(REFUSING, "refusing.toml").unwrap();
+        let r = m.refusal(&Method::POST, "/tasks/t-1/steps").unwrap();
+        assert_eq!(
+            (r.name.as_str(), r.status, r.message.as_str()),
+            ("builder_call", 403, "not through a proxy")
+        );
+        // Another method or path is not refused (an operation may take it; else 404).
+        assert!(m.refusal(&Method::GET, "/tasks/t-1/steps").is_none());
+        assert!(m.refusal(&Method::POST, "/tasks/t-1").is_none());
+        let public: Vec<(&str, bool)> = m.ops.iter().map(|o| (o.key.as_str(), o.public)).collect();
+        assert_eq!(
+            public,
+            [("describe", true), ("token", false), ("get_task", false)]
+        );
+
+        let broken = REFUSING
+            .replace("status = 403", "status = 200")
+            .replace("method = \"post\"", "method = \"p o s t\"");
+        let text: Vec<String> = parse(&broken, "refusing.toml")
+            .unwrap_err()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        for expected in [
+            "refuse.builder_call.method: not an HTTP method",
+            "refuse.builder_call.status: must be an HTTP error status (400-599)",
+        ] {
+            assert!(
+                text.iter().any(|t| t.contains(expected)),
+                "missing `{expected}` in:\n{}",
+                text.join("\n")
+            );
+        }
+    }
 }
