@@ -171,7 +171,10 @@ async fn an_a2a_sdk_client_answers_the_waiting_step_of_a_nevermined_agent() {
         "{out}"
     );
     // The agent upper-cases the first text and appends the answer to its question.
-    assert_eq!(out["artifact_text"], "HELLO MODE:INPUT more please", "{out}");
+    assert_eq!(
+        out["artifact_text"], "HELLO MODE:INPUT more please",
+        "{out}"
+    );
     assert_eq!(
         out["status_messages"],
         json!(["The agent needs more input: More details"]),

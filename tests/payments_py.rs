@@ -68,12 +68,7 @@ async fn drive(url: String, key: String) -> Value {
             "--did".to_string(),
             DID.to_string(),
         ];
-        let ran = run_script(
-            &peers_python(),
-            "nevermined_client.py",
-            &args,
-            DEADLINE * 3,
-        );
+        let ran = run_script(&peers_python(), "nevermined_client.py", &args, DEADLINE * 3);
         assert!(
             ran.status.success(),
             "nevermined_client.py failed: {}\n{}",
@@ -130,7 +125,10 @@ async fn every_payments_py_query_call_works_through_interlingua_over_a_masumi_ag
     let sub = "0x1B06CFB22F0832fb92554152dbb5F9c9756e937d";
     admin.grant(sub, 10).await;
     let r = drive(w.proxy.url("/nvm"), token(sub)).await;
-    let (task_id, waiting_id) = (r["task_id"].as_str().unwrap(), r["step_id"].as_str().unwrap());
+    let (task_id, waiting_id) = (
+        r["task_id"].as_str().unwrap(),
+        r["step_id"].as_str().unwrap(),
+    );
     let question = "The agent needs more input: More";
 
     // S1 (after T0): 201, the task and its first step.
@@ -197,7 +195,10 @@ async fn every_payments_py_query_call_works_through_interlingua_over_a_masumi_ag
     assert_eq!(ids(&found["steps"]), [init_id, waiting_id]);
     assert_eq!(found["steps"][1]["is_waiting"], true);
     assert_eq!(found["steps"][1]["did"], DID);
-    assert_eq!(found["steps"][1]["output_additional"]["input_schema"], more_schema());
+    assert_eq!(
+        found["steps"][1]["output_additional"]["input_schema"],
+        more_schema()
+    );
     // B4: the steps in a status, of these agents.
     assert_eq!(
         r["get_steps"],
@@ -259,7 +260,10 @@ async fn every_payments_py_query_call_works_through_interlingua_over_a_masumi_ag
             (&json!("running"), &json!("Completed"), &json!(1)),
         ]
     );
-    assert_eq!(done["steps"][1]["input_additional"], json!({"more": "from payments-py"}));
+    assert_eq!(
+        done["steps"][1]["input_additional"],
+        json!({"more": "from payments-py"})
+    );
     assert_eq!(r["get_steps_from_task_completed"]["steps"], done["steps"]);
     assert_eq!(r["get_steps_from_task_completed"]["totalResults"], 3);
 

@@ -281,7 +281,9 @@ pub fn call(f: Builtin, args: Vec<Option<Value>>) -> Result<Option<Value>, Strin
         },
         Builtin::Split => match arg(0) {
             Some(Value::String(t)) => {
-                let sep = text(1).filter(|s| !s.is_empty()).unwrap_or_else(|| ",".into());
+                let sep = text(1)
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| ",".into());
                 Some(Value::Array(
                     t.split(sep.as_str())
                         .map(str::trim)
@@ -629,14 +631,21 @@ mod tests {
         assert_eq!(
             run(
                 "pluck",
-                vec![Some(steps.clone()), Some(json!("output.additional.input_schema"))]
+                vec![
+                    Some(steps.clone()),
+                    Some(json!("output.additional.input_schema"))
+                ]
             ),
             Some(json!([{"x": 1}]))
         );
         assert_eq!(
             run(
                 "where",
-                vec![Some(steps), Some(json!("output.text")), Some(json!("literal"))]
+                vec![
+                    Some(steps),
+                    Some(json!("output.text")),
+                    Some(json!("literal"))
+                ]
             ),
             Some(json!([{"id": "b", "output": {"text": "done"}, "output.text": "literal"}]))
         );
@@ -645,7 +654,10 @@ mod tests {
             None
         );
         assert_eq!(
-            run("split", vec![Some(json!("did:nv:1, did:nv:2,")), Some(json!(","))]),
+            run(
+                "split",
+                vec![Some(json!("did:nv:1, did:nv:2,")), Some(json!(","))]
+            ),
             Some(json!(["did:nv:1", "did:nv:2"]))
         );
         assert_eq!(

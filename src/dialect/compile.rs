@@ -15,7 +15,8 @@ use super::canonical;
 use super::expr::Expr;
 use super::file::{
     CallSection, Condition as ConditionSection, ErrorSection, FieldRule, IdsSection,
-    OperationSection, RefuseSection, RequestSection, ShapeSection, StatusSection, StreamSection, TableSection,
+    OperationSection, RefuseSection, RequestSection, ShapeSection, StatusSection, StreamSection,
+    TableSection,
 };
 use super::location::{JsonLocation, Location};
 use super::mapping::*;

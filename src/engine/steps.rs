@@ -35,14 +35,18 @@ impl Engine {
             .clamp(1, 1000);
         let step_id = text_at(request, "search.step_id");
         let status = match text_at(request, "search.status") {
-            Some(s) => Some(Status::from_name(&s).ok_or_else(|| {
-                ProxyError::InvalidRequest(format!("`{s}` is not a status"))
-            })?),
+            Some(s) => Some(
+                Status::from_name(&s)
+                    .ok_or_else(|| ProxyError::InvalidRequest(format!("`{s}` is not a status")))?,
+            ),
             None => None,
         };
         let name = text_at(request, "search.name");
         let agents: Option<Vec<String>> = at(request, "search.agents").map(|v| match v {
-            Value::Array(a) => a.iter().filter_map(|x| x.as_str().map(String::from)).collect(),
+            Value::Array(a) => a
+                .iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect(),
             other => vec![super::views::text_of(other)],
         });
         let subject = cx_subject(t, cx.identity).map(str::to_string);
@@ -74,7 +78,9 @@ impl Engine {
         };
         let tasks: Vec<Task> = match named {
             Some(id) => {
-                let stored = self.load(t, &json!({"task": {"id": id}}), cx.identity).await?;
+                let stored = self
+                    .load(t, &json!({"task": {"id": id}}), cx.identity)
+                    .await?;
                 vec![self.refresh(t, stored, cx).await?.task]
             }
             None => {
@@ -145,7 +151,11 @@ fn step_docs(task: &Task) -> Vec<Value> {
 fn found_steps(all: Vec<Value>, page: u64, page_size: u64) -> Value {
     let total = all.len() as u64;
     let skip = ((page - 1) * page_size) as usize;
-    let steps: Vec<Value> = all.into_iter().skip(skip).take(page_size as usize).collect();
+    let steps: Vec<Value> = all
+        .into_iter()
+        .skip(skip)
+        .take(page_size as usize)
+        .collect();
     json!({
         "steps": steps,
         "search": {

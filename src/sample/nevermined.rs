@@ -248,7 +248,10 @@ fn handle(tasks: &Mutex<HashMap<String, Task>>, o: &Options, call: Call) -> (Sta
                 return error(StatusCode::BAD_REQUEST, "this step takes no input");
             }
             let (_, _, _, steps) = t.view(o, Instant::now());
-            if !steps.iter().any(|s| s.index == 2 && s.status == "Not_Ready") {
+            if !steps
+                .iter()
+                .any(|s| s.index == 2 && s.status == "Not_Ready")
+            {
                 return error(StatusCode::BAD_REQUEST, "the task is not waiting for input");
             }
             let more = body

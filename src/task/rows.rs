@@ -309,9 +309,22 @@ mod tests {
         assert_eq!(total, 1);
         assert_eq!(found[0].id, holder.id);
         // Another subject's, another route's: not there.
-        assert_eq!(store.search(&query("a", "bob", &step_id)).await.unwrap().1, 0);
-        assert_eq!(store.search(&query("b", "ann", &step_id)).await.unwrap().1, 0);
-        assert_eq!(store.search(&query("a", "ann", "step-none")).await.unwrap().1, 0);
+        assert_eq!(
+            store.search(&query("a", "bob", &step_id)).await.unwrap().1,
+            0
+        );
+        assert_eq!(
+            store.search(&query("b", "ann", &step_id)).await.unwrap().1,
+            0
+        );
+        assert_eq!(
+            store
+                .search(&query("a", "ann", "step-none"))
+                .await
+                .unwrap()
+                .1,
+            0
+        );
         // Still on the route index: the text search reads only the caller's documents.
         assert!(plan(&query("a", "ann", &step_id)).contains("tasks_by_route"));
     }
