@@ -274,6 +274,32 @@ async fn every_payments_py_query_call_works_through_interlingua_over_a_masumi_ag
                "message": "task `00000000-0000-4000-8000-000000000000` not found"}})
     );
 
+    // Another subject finds none of it: step searches and lists are the caller's own.
+    let http = common::client();
+    let other = token("0xsomeone-else");
+    let resp = http
+        .post(w.proxy.url("/nvm/api/v1/agents/search/steps"))
+        .bearer_auth(&other)
+        .json(&json!({"step_id": waiting_id}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(
+        body,
+        json!({"steps": [], "totalResults": 0, "page": 1, "offset": 10})
+    );
+    let resp = http
+        .get(w.proxy.url(&format!(
+            "/nvm/api/v1/agents/{DID}/tasks/{task_id}/steps?status=Completed"
+        )))
+        .bearer_auth(&other)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+
     // The ledger: the task held 1 credit, its one step of work was charged 1, the rest of the
     // hold went back; nothing else (T0, searches, lists, the refused call) cost anything.
     admin.charged(sub, 10, 1).await;
