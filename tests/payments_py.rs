@@ -274,8 +274,24 @@ async fn every_payments_py_query_call_works_through_interlingua_over_a_masumi_ag
                "message": "task `00000000-0000-4000-8000-000000000000` not found"}})
     );
 
-    // Another subject finds none of it: step searches and lists are the caller's own.
+    // B2 by task id: that task, or none.
     let http = common::client();
+    for (id, total) in [
+        (task_id, 1),
+        ("task-00000000-0000-4000-8000-000000000000", 0),
+    ] {
+        let resp = http
+            .post(w.proxy.url("/nvm/api/v1/agents/search/tasks"))
+            .bearer_auth(token(sub))
+            .json(&json!({"task_id": id}))
+            .send()
+            .await
+            .unwrap();
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["totalResults"], total, "{body}");
+    }
+
+    // Another subject finds none of it: step searches and lists are the caller's own.
     let other = token("0xsomeone-else");
     let resp = http
         .post(w.proxy.url("/nvm/api/v1/agents/search/steps"))
