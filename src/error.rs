@@ -49,6 +49,10 @@ pub enum ProxyError {
     /// The task has ended, and the request needs one that has not (same answer as `Conflict`).
     #[error("{0}")]
     TaskEnded(String),
+    /// A request the front dialect knows that interlingua always refuses (a mapping's
+    /// `[refuse.NAME]`), with the status and message the mapping gives.
+    #[error("{message}")]
+    Refused { status: u16, message: String },
     /// Neither the back dialect nor interlingua can do this operation.
     #[error("`{operation}` is not supported by this route's agent")]
     Unsupported { operation: String },
@@ -109,6 +113,7 @@ impl ProxyError {
             ProxyError::InvalidInput { .. } => 400,
             ProxyError::TaskNotFound(_) => 404,
             ProxyError::Conflict(_) | ProxyError::TaskEnded(_) => 409,
+            ProxyError::Refused { status, .. } => *status,
             ProxyError::Unsupported { .. } => 501,
             ProxyError::UpstreamInvalid { .. } => 502,
             // A client error upstream is the client's error here too; anything odd is ours.
@@ -141,6 +146,7 @@ impl ProxyError {
             ProxyError::InvalidInput { .. } => "invalid_input",
             ProxyError::TaskNotFound(_) => "task_not_found",
             ProxyError::Conflict(_) | ProxyError::TaskEnded(_) => "conflict",
+            ProxyError::Refused { .. } => "refused",
             ProxyError::Unsupported { .. } => "unsupported",
             ProxyError::UpstreamInvalid { .. } => "upstream_invalid_response",
             ProxyError::UpstreamRejected { .. } => "upstream_rejected",

@@ -524,7 +524,7 @@ fn to_back(op: Operation, read: &Value, back: &Mapping) -> Value {
         Operation::Availability | Operation::InputSchema => json!({}),
         // The engine answers these itself (from its store, from the route); were it to ask a
         // back, this is what it would say.
-        Operation::SearchTasks | Operation::Describe => {
+        Operation::SearchTasks | Operation::SearchSteps | Operation::Describe => {
             let mut doc = read.clone();
             if let Value::Object(o) = &mut doc {
                 o.remove("request");

@@ -63,6 +63,13 @@ fn blocking_alone(interlingua: PathBuf, repo: PathBuf, rounds: usize) -> Result<
     let scratch = std::env::temp_dir().join(format!("interlingua-blocking-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).map_err(|e| e.to_string())?;
     let procs = procs::Procs::new(&scratch.join("pids"), false).map_err(|e| e.to_string())?;
+    // The configs name an HMAC key; this route needs no token, but the key must load.
+    if std::env::var_os(stack::SECRET_ENV).is_none() {
+        std::env::set_var(
+            stack::SECRET_ENV,
+            format!("blocking-{}", std::process::id()),
+        );
+    }
     let env = stack::Env {
         procs: procs.clone(),
         dir: scratch.clone(),

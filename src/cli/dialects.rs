@@ -114,6 +114,17 @@ fn listing(mappings: &[&Mapping]) -> String {
                 }
             ));
         }
+        for r in &m.refused {
+            out.push_str(&format!(
+                "  {:<14} {:<10} {:<6} {}  (refused with {}: `{}`)\n",
+                "-",
+                "front",
+                r.method.as_str(),
+                r.path.as_str(),
+                r.status,
+                r.name
+            ));
+        }
     }
     out
 }

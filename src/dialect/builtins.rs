@@ -37,7 +37,8 @@ pub enum Builtin {
     WithKey,
     /// `without_key(obj, key)`: `obj` without `key`.
     WithoutKey,
-    /// `get(obj, key)`: `obj[key]`.
+    /// `get(obj, key)`: `obj[key]`. Here and in `pluck` and `where`, a key that the object does
+    /// not have but that holds dots is a path into nested objects (`'output.text'`).
     Get,
     /// `text_of(v)`: a string as is; numbers and booleans printed; objects and arrays as JSON text.
     TextOf,
@@ -91,6 +92,9 @@ pub enum Builtin {
     /// key to the element's key it comes from, `constants` adds fixed values
     /// (`project(fields, object('id', 'name'), object('type', 'text'))`).
     Project,
+    /// `split(text, sep)`: the non-empty pieces of a text cut at `sep` (`'a,b'` → `['a', 'b']`);
+    /// a list as it is.
+    Split,
     /// `parts_text(v)`: the text of message content: a string as is; a list of parts joined
     /// with newlines, each part a string or an object's `text` (parts without text are skipped).
     PartsText,
@@ -137,6 +141,7 @@ const TABLE: &[(&str, Builtin, usize, usize)] = &[
     ("from_json_schema", Builtin::FromJsonSchema, 1, 1),
     ("parts_text", Builtin::PartsText, 1, 1),
     ("project", Builtin::Project, 2, 3),
+    ("split", Builtin::Split, 2, 2),
 ];
 
 /// The names of every built-in, for messages.
@@ -271,7 +276,23 @@ pub fn call(f: Builtin, args: Vec<Option<Value>>) -> Result<Option<Value>, Strin
             (v, _) => v,
         },
         Builtin::Get => match (arg(0), text(1)) {
-            (Some(Value::Object(o)), Some(k)) => o.get(&k).cloned(),
+            (Some(v), Some(k)) => key_of(&v, &k).cloned(),
+            _ => None,
+        },
+        Builtin::Split => match arg(0) {
+            Some(Value::String(t)) => {
+                let sep = text(1)
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| ",".into());
+                Some(Value::Array(
+                    t.split(sep.as_str())
+                        .map(str::trim)
+                        .filter(|p| !p.is_empty())
+                        .map(|p| Value::String(p.to_string()))
+                        .collect(),
+                ))
+            }
+            Some(list @ Value::Array(_)) => Some(list),
             _ => None,
         },
         Builtin::TextOf => arg(0).and_then(|v| match v {
@@ -394,7 +415,7 @@ pub fn call(f: Builtin, args: Vec<Option<Value>>) -> Result<Option<Value>, Strin
                 Value::Array(
                     items
                         .iter()
-                        .filter_map(|i| i.get(&key))
+                        .filter_map(|i| key_of(i, &key))
                         .filter(|v| !v.is_null())
                         .cloned()
                         .collect(),
@@ -407,7 +428,7 @@ pub fn call(f: Builtin, args: Vec<Option<Value>>) -> Result<Option<Value>, Strin
             match arg(0) {
                 Some(Value::Array(a)) => Some(Value::Array(
                     a.into_iter()
-                        .filter(|i| i.get(&key).unwrap_or(&Value::Null) == &wanted)
+                        .filter(|i| key_of(i, &key).unwrap_or(&Value::Null) == &wanted)
                         .collect(),
                 )),
                 _ => None,
@@ -496,6 +517,18 @@ pub fn call(f: Builtin, args: Vec<Option<Value>>) -> Result<Option<Value>, Strin
 }
 
 /// `text_of` for one value: absent for null.
+/// `v[key]`; a key `v` does not have that holds dots, as a path into nested objects.
+fn key_of<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+    let Value::Object(o) = v else { return None };
+    if let Some(found) = o.get(key) {
+        return Some(found);
+    }
+    if !key.contains('.') {
+        return None;
+    }
+    key.split('.').try_fold(v, |at, k| at.get(k))
+}
+
 fn text_of(v: &Value) -> Option<String> {
     match v {
         Value::String(s) => Some(s.clone()),
@@ -581,6 +614,57 @@ mod tests {
             run("with_key", vec![None, Some(json!("k")), None]),
             Some(json!({}))
         );
+    }
+
+    #[test]
+    fn nested_keys_and_split() {
+        let steps = json!([
+            {"id": "a", "output": {"additional": {"input_schema": {"x": 1}}}},
+            {"id": "b", "output": {"text": "done"}, "output.text": "literal"},
+        ]);
+        let second = json!({"output": {"text": "done"}, "output.text": "literal"});
+        // The literal key first, then the path.
+        assert_eq!(
+            run("get", vec![Some(second), Some(json!("output.text"))]),
+            Some(json!("literal"))
+        );
+        assert_eq!(
+            run(
+                "pluck",
+                vec![
+                    Some(steps.clone()),
+                    Some(json!("output.additional.input_schema"))
+                ]
+            ),
+            Some(json!([{"x": 1}]))
+        );
+        assert_eq!(
+            run(
+                "where",
+                vec![
+                    Some(steps),
+                    Some(json!("output.text")),
+                    Some(json!("literal"))
+                ]
+            ),
+            Some(json!([{"id": "b", "output": {"text": "done"}, "output.text": "literal"}]))
+        );
+        assert_eq!(
+            run("get", vec![Some(json!({"a": 1})), Some(json!("a.b"))]),
+            None
+        );
+        assert_eq!(
+            run(
+                "split",
+                vec![Some(json!("did:nv:1, did:nv:2,")), Some(json!(","))]
+            ),
+            Some(json!(["did:nv:1", "did:nv:2"]))
+        );
+        assert_eq!(
+            run("split", vec![Some(json!(["x"])), Some(json!(","))]),
+            Some(json!(["x"]))
+        );
+        assert_eq!(run("split", vec![None, Some(json!(","))]), None);
     }
 
     #[test]

@@ -11,8 +11,9 @@
 //! | `error` | an error being rendered or read (`status`, `code`, `message`, `reason`, `request_id`, `field_errors`) |
 //! | `availability` | `available` (bool), `message` |
 //! | `schema` | an input schema (MIP-003 Attachment 01 form) |
-//! | `search` | a task search: `status`, `name`, `page`, `page_size`, `total`, `next_page` |
+//! | `search` | a task or step search: `status`, `name`, `task_id`, `step_id`, `agents`, `page`, `page_size`, `total`, `next_page` |
 //! | `tasks` | the tasks a search found |
+//! | `steps` | the steps a step search found (each also with `agent`, its task's) |
 //! | `request` | `request.id`: the request id; anything else a front's `[request]` rules read (`request.rpc_id`), echoed into its answers and errors |
 //! | `event` | in stream frames: `first`, `last` (the stream ends after it), `seq` |
 //! | `charge` | `charge.credits`: what this request charged, on priced routes |
@@ -59,6 +60,8 @@ pub const TASK: &[&str] = &[
 const STEP: &[&str] = &[
     "id",
     "task_id",
+    // The agent of the step's task: set on the steps a step search finds, which stand alone.
+    "agent",
     "upstream_id",
     "order",
     "name",
@@ -99,10 +102,18 @@ pub fn is_known(path: &[String]) -> bool {
         "input" => rest.is_empty() || matches_list(IO, &rest),
         "error" => matches_list(ERROR, &rest),
         "availability" => matches!(rest.as_slice(), ["available"] | ["message"]),
-        "schema" | "tasks" => true,
+        "schema" | "tasks" | "steps" => true,
         "search" => matches!(
             rest.as_slice(),
-            ["status"] | ["name"] | ["page"] | ["page_size"] | ["total"] | ["next_page"]
+            ["status"]
+                | ["name"]
+                | ["task_id"]
+                | ["step_id"]
+                | ["agents"]
+                | ["page"]
+                | ["page_size"]
+                | ["total"]
+                | ["next_page"]
         ),
         // Open: a front's [request] rules name what they keep.
         "request" => !rest.is_empty(),
@@ -168,6 +179,9 @@ mod tests {
             "availability.available",
             "schema",
             "tasks",
+            "steps",
+            "step.agent",
+            "search.step_id",
             "request.id",
         ] {
             assert!(known(ok), "{ok}");
@@ -175,7 +189,7 @@ mod tests {
         for bad in [
             "task.inptu.text",
             "task.input.txt",
-            "steps",
+            "search.steps",
             "error",
             "foo.bar",
             "task.output.result",

@@ -15,7 +15,8 @@ use super::canonical;
 use super::expr::Expr;
 use super::file::{
     CallSection, Condition as ConditionSection, ErrorSection, FieldRule, IdsSection,
-    OperationSection, RequestSection, ShapeSection, StatusSection, StreamSection, TableSection,
+    OperationSection, RefuseSection, RequestSection, ShapeSection, StatusSection, StreamSection,
+    TableSection,
 };
 use super::location::{JsonLocation, Location};
 use super::mapping::*;
@@ -38,6 +39,7 @@ const TOP_KEYS: &[&str] = &[
     "shapes",
     "calls",
     "operations",
+    "refuse",
 ];
 
 /// Parses and checks mapping text. `origin` names it in problems.
@@ -68,6 +70,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Mapping, Problems> {
             "error" => raw.error = one::<ErrorSection>(value, name, &mut p),
             "shapes" => raw.shapes = entries::<ShapeSection>(value, name, &mut p),
             "operations" => raw.operations = entries::<OperationSection>(value, name, &mut p),
+            "refuse" => raw.refuse = entries::<RefuseSection>(value, name, &mut p),
             other => p.at(
                 Some(key.span()),
                 other,
@@ -109,6 +112,7 @@ struct Raw {
     shapes: Vec<(Spanned<String>, ShapeSection)>,
     calls: Vec<(Spanned<String>, CallSection)>,
     operations: Vec<(Spanned<String>, OperationSection)>,
+    refuse: Vec<(Spanned<String>, RefuseSection)>,
 }
 
 /// The entries of a table of tables (`[shapes.NAME]`), each deserialized on its own.
@@ -286,7 +290,13 @@ fn compile(raw: Raw, origin: &str, p: &mut Collector<'_>) -> Option<Mapping> {
             }
         }
     }
+    let refused = raw
+        .refuse
+        .iter()
+        .filter_map(|(name, r)| compile_refusal(name.get_ref(), r, p))
+        .collect();
     Some(Mapping {
+        refused,
         name,
         title: raw.title.unwrap_or_default(),
         origin: origin.to_string(),
@@ -299,6 +309,38 @@ fn compile(raw: Raw, origin: &str, p: &mut Collector<'_>) -> Option<Mapping> {
         error_status,
         request,
         ops,
+    })
+}
+
+fn compile_refusal(name: &str, r: &RefuseSection, p: &mut Collector<'_>) -> Option<Refusal> {
+    let where_ = format!("refuse.{name}");
+    let method = Method::from_bytes(r.method.get_ref().to_ascii_uppercase().as_bytes())
+        .map_err(|_| {
+            p.at(
+                Some(r.method.span()),
+                format!("{where_}.method"),
+                "not an HTTP method",
+            )
+        })
+        .ok();
+    let path = PathTemplate::parse(r.path.get_ref())
+        .map_err(|e| p.at(Some(r.path.span()), format!("{where_}.path"), e))
+        .ok();
+    let status = *r.status.get_ref();
+    if !(400..=599).contains(&status) {
+        p.at(
+            Some(r.status.span()),
+            format!("{where_}.status"),
+            "must be an HTTP error status (400-599)",
+        );
+        return None;
+    }
+    Some(Refusal {
+        name: name.to_string(),
+        method: method?,
+        path: path?,
+        status,
+        message: r.message.clone(),
     })
 }
 
@@ -802,6 +844,7 @@ impl RuleCx<'_> {
             timeout_answers_task,
             otherwise: op.otherwise.as_ref().map(|o| o.get_ref().clone()),
             validate,
+            public: op.public.unwrap_or(kind == Operation::Describe),
             request,
             response,
         })
@@ -1215,7 +1258,7 @@ path = "/x"
             "broken.toml:20:27: operations.create_task.request[5].value: bad expression: unknown function `oops`",
             "broken.toml:21:12: operations.create_task.request[6].json: only simple paths ($.a.b, $.a[0]) can be written; mark the rule `only = \"read\"`",
             "broken.toml:22:26: operations.create_task.request[7]: no shape named `missing` in [shapes]",
-            "broken.toml:25:13: operations.teleport: `teleport` is not a canonical operation; known: create_task, get_task, list_steps, provide_input, cancel_task, search_tasks, availability, input_schema, describe",
+            "broken.toml:25:13: operations.teleport: `teleport` is not a canonical operation; known: create_task, get_task, list_steps, provide_input, cancel_task, search_tasks, search_steps, availability, input_schema, describe",
         ];
         assert_eq!(lines.len(), expected.len(), "{}", lines.join("\n"));
         for (got, want) in lines.iter().zip(expected) {
@@ -1410,6 +1453,68 @@ path = "/rpc"
             "`sideways` is not `front` or `back`",
             "`availability` is not a create_task form of this mapping",
             "`wait` is not `task` or `error`",
+        ] {
+            assert!(
+                text.iter().any(|t| t.contains(expected)),
+                "missing `{expected}` in:\n{}",
+                text.join("\n")
+            );
+        }
+    }
+
+    /// `[refuse.NAME]` answers a request no form takes with its error; `public` says which
+    /// front forms need no token.
+    const REFUSING: &str = r#"dialect = "refusing"
+
+[refuse.builder_call]
+method = "post"
+path = "/tasks/{task_id}/steps"
+status = 403
+message = "not through a proxy"
+
+[operations.describe]
+method = "GET"
+path = "/card"
+
+[operations.token]
+operation = "describe"
+public = false
+method = "GET"
+path = "/token/{id}"
+
+[operations.get_task]
+method = "GET"
+path = "/tasks/{task_id}/steps"
+"#;
+
+    #[test]
+    fn refused_requests_and_public_forms() {
+        let m = parse(REFUSING, "refusing.toml").unwrap();
+        let r = m.refusal(&Method::POST, "/tasks/t-1/steps").unwrap();
+        assert_eq!(
+            (r.name.as_str(), r.status, r.message.as_str()),
+            ("builder_call", 403, "not through a proxy")
+        );
+        // Another method or path is not refused (an operation may take it; else 404).
+        assert!(m.refusal(&Method::GET, "/tasks/t-1/steps").is_none());
+        assert!(m.refusal(&Method::POST, "/tasks/t-1").is_none());
+        let public: Vec<(&str, bool)> = m.ops.iter().map(|o| (o.key.as_str(), o.public)).collect();
+        assert_eq!(
+            public,
+            [("describe", true), ("token", false), ("get_task", false)]
+        );
+
+        let broken = REFUSING
+            .replace("status = 403", "status = 200")
+            .replace("method = \"post\"", "method = \"p o s t\"");
+        let text: Vec<String> = parse(&broken, "refusing.toml")
+            .unwrap_err()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        for expected in [
+            "refuse.builder_call.method: not an HTTP method",
+            "refuse.builder_call.status: must be an HTTP error status (400-599)",
         ] {
             assert!(
                 text.iter().any(|t| t.contains(expected)),

@@ -193,6 +193,9 @@ pub struct OperationSection {
     pub timeout: Option<Spanned<String>>,
     /// Front: validate this canonical field against the input schema before anything else.
     pub validate: Option<Spanned<String>>,
+    /// Front: whether it is answered without a token on routes with auth. Default: `describe`
+    /// forms are (discovery documents), others are not.
+    pub public: Option<bool>,
     pub request: Option<Vec<Spanned<FieldRule>>>,
     pub response: Option<Vec<Spanned<FieldRule>>>,
 }
@@ -206,6 +209,21 @@ pub struct FrameSection {
     pub when: Option<Spanned<String>>,
     /// The event's body.
     pub fields: Vec<Spanned<FieldRule>>,
+}
+
+/// `[refuse.NAME]`: a request of the dialect that interlingua knows and always refuses (a call
+/// that makes no sense through a proxy), answered with this error in the dialect's shape rather
+/// than as an unknown path.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RefuseSection {
+    pub method: Spanned<String>,
+    /// A path template relative to the route, as an operation's.
+    pub path: Spanned<String>,
+    /// The HTTP status of the answer (400-599).
+    pub status: Spanned<u16>,
+    /// The error's message: why, and what to do instead.
+    pub message: String,
 }
 
 /// `[calls.NAME]`: a back call that is part of an operation (`then`).

@@ -35,6 +35,18 @@ pub struct Mapping {
     pub request: Option<Rules>,
     /// Operations in file order.
     pub ops: Vec<Op>,
+    /// Requests the dialect knows and interlingua refuses (`[refuse.NAME]`).
+    pub refused: Vec<Refusal>,
+}
+
+/// A front request that is always refused, with the error it gets.
+#[derive(Debug)]
+pub struct Refusal {
+    pub name: String,
+    pub method: Method,
+    pub path: PathTemplate,
+    pub status: u16,
+    pub message: String,
 }
 
 impl Op {
@@ -58,6 +70,13 @@ impl Mapping {
     /// Every form of a canonical operation that calls agents, in file order.
     pub fn forms(&self, op: Operation) -> impl Iterator<Item = &Op> {
         self.ops.iter().filter(move |o| o.op == op && o.back)
+    }
+
+    /// The refusal a front request meets, when no operation takes it.
+    pub fn refusal(&self, method: &Method, path: &str) -> Option<&Refusal> {
+        self.refused
+            .iter()
+            .find(|r| r.method == *method && r.path.matches(path).is_some())
     }
 
     /// The `[status]` table.
@@ -273,6 +292,8 @@ pub struct Op {
     pub otherwise: Option<String>,
     /// Front: the canonical field validated against the input schema.
     pub validate: Option<Vec<String>>,
+    /// Front: answered without a token on routes with auth.
+    pub public: bool,
     pub request: Rules,
     pub response: Rules,
 }

@@ -2,8 +2,8 @@
 //!
 //! Two pulls meet here. A client that waits for the result (a blocking A2A send, a chat
 //! completion, a stream) wants to hear of the end at once: the back is polled often, at first
-//! every [`FOLLOW_MIN`], then at a twentieth of the time waited so far (so what a wait adds stays
-//! within ≈ 5 % of the job's own time: under 100 ms on a 2 s job), never more rarely than the
+//! every [`FOLLOW_MIN`], then at a fortieth of the time waited so far (so what a wait adds stays
+//! within ≈ 2.5 % of the job's own time: ≈ 50 ms on a 2 s job), never more rarely than the
 //! route's `poll_max_interval`. And many clients polling one task must not each cost the agent a
 //! call: refreshes of a task are made one at a time, and one made within the freshness the caller
 //! asks for (a route's `min_refresh` for a client's poll, the follow interval for a waiting
@@ -20,7 +20,7 @@ pub const FOLLOW_MIN: Duration = Duration::from_millis(50);
 
 /// The interval between polls for a client that has waited `waited` so far.
 pub fn follow_interval(waited: Duration, longest: Duration) -> Duration {
-    (waited / 20).max(FOLLOW_MIN).min(longest.max(FOLLOW_MIN))
+    (waited / 40).max(FOLLOW_MIN).min(longest.max(FOLLOW_MIN))
 }
 
 /// Per task, when it was last refreshed from its back; the lock makes refreshes of one task
@@ -66,9 +66,9 @@ mod tests {
     fn a_waiting_client_is_followed_closely_then_in_proportion() {
         let max = Duration::from_secs(10);
         assert_eq!(follow_interval(Duration::ZERO, max), FOLLOW_MIN);
-        assert_eq!(follow_interval(Duration::from_millis(900), max), FOLLOW_MIN);
+        assert_eq!(follow_interval(Duration::from_secs(2), max), FOLLOW_MIN);
         assert_eq!(
-            follow_interval(Duration::from_secs(2), max),
+            follow_interval(Duration::from_secs(4), max),
             Duration::from_millis(100)
         );
         assert_eq!(follow_interval(Duration::from_secs(3600), max), max);

@@ -16,6 +16,7 @@
 pub mod client;
 mod follow;
 mod ops;
+mod steps;
 mod stream;
 pub mod views;
 pub mod watch;
@@ -221,13 +222,18 @@ impl Engine {
                 *echo = r.clone();
             }
         }
-        let (fop, params) = t
-            .front
-            .match_front(req.method, req.path, &msg)
-            .ok_or_else(|| ProxyError::NoOperation {
-                method: req.method.to_string(),
-                path: req.path.to_string(),
-            })?;
+        let Some((fop, params)) = t.front.match_front(req.method, req.path, &msg) else {
+            return Err(match t.front.refusal(req.method, req.path) {
+                Some(r) => ProxyError::Refused {
+                    status: r.status,
+                    message: r.message.clone(),
+                },
+                None => ProxyError::NoOperation {
+                    method: req.method.to_string(),
+                    path: req.path.to_string(),
+                },
+            });
+        };
         msg.params = params;
         let mut doc =
             dialect::decode(&fop.request, &msg, &t.front_ctx()).map_err(invalid_request)?;
@@ -236,6 +242,11 @@ impl Engine {
             request = Value::Object(Map::new());
         }
         request["id"] = Value::String(cx.request_id.to_string());
+        // What the operation's own rules read into `request.*` (a bearer token an answer hands
+        // back) joins what the `[request]` rules read.
+        if let Some(own) = doc.get("request") {
+            views::merge_into(&mut request, own);
+        }
         doc["request"] = request.clone();
         let base_url = msg
             .header("host")
@@ -262,6 +273,7 @@ impl Engine {
             },
             Operation::CancelTask => self.cancel(t, &doc, cx).await?,
             Operation::SearchTasks => self.search(t, &doc, cx).await?,
+            Operation::SearchSteps => self.search_steps(t, &doc, cx).await?,
             Operation::Availability => self.availability(t, cx).await?,
             Operation::InputSchema => views::doc([("schema", self.schema_for(t, cx).await?)]),
             Operation::Describe => self.describe(t, req.prefix, base_url, cx).await?,

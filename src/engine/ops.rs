@@ -22,7 +22,7 @@ const UPDATE_ATTEMPTS: usize = 5;
 /// How many calls a turn-based back gets for one input before the task fails (`max_turns`).
 const MAX_TURNS: u32 = 10;
 
-fn store_error(e: StoreError) -> ProxyError {
+pub(super) fn store_error(e: StoreError) -> ProxyError {
     ProxyError::Store(e.to_string())
 }
 
@@ -425,6 +425,8 @@ impl Engine {
             status: text_at(request, "search.status").and_then(|s| Status::from_name(&s)),
             name: text_at(request, "search.name"),
             conversation: None,
+            id: text_at(request, "search.task_id"),
+            holding_step: None,
             page: page as u32,
             page_size: page_size as u32,
         };
@@ -576,7 +578,7 @@ impl Engine {
     }
 
     /// The task a request names, if it belongs to this route.
-    async fn load(
+    pub(super) async fn load(
         &self,
         t: &Translated,
         request: &Value,
@@ -845,7 +847,7 @@ fn failed_as_error(fop: &Op, stored: &Stored) -> Result<(), ProxyError> {
 }
 
 /// The subject whose tasks a caller may see on this route: theirs, on routes with auth.
-fn cx_subject<'a>(t: &Translated, identity: Option<&'a Identity>) -> Option<&'a str> {
+pub(super) fn cx_subject<'a>(t: &Translated, identity: Option<&'a Identity>) -> Option<&'a str> {
     if t.owned {
         // A route with auth always has an identity here; without one, nothing matches.
         Some(identity.map_or("\u{0}", |i| i.subject.as_str()))

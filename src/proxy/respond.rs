@@ -43,6 +43,7 @@ pub async fn error(
         | ProxyError::TaskNotFound(_)
         | ProxyError::Conflict(_)
         | ProxyError::TaskEnded(_)
+        | ProxyError::Refused { .. }
         | ProxyError::Unsupported { .. }
         | ProxyError::UpstreamInvalid { .. }
         | ProxyError::UpstreamRejected { .. }
@@ -127,6 +128,7 @@ fn error_headers(err: &ProxyError) -> Vec<(&'static str, String)> {
         | ProxyError::TaskNotFound(_)
         | ProxyError::Conflict(_)
         | ProxyError::TaskEnded(_)
+        | ProxyError::Refused { .. }
         | ProxyError::Unsupported { .. }
         | ProxyError::UpstreamInvalid { .. }
         | ProxyError::UpstreamRejected { .. }

@@ -124,8 +124,8 @@ pub async fn serve(
     Ok(())
 }
 
-/// Whether the request asks for the route's discovery document (the front's `describe`, e.g.
-/// an A2A agent card), which is public.
+/// Whether the request asks for a public form of the front (its `describe`, e.g. an A2A agent
+/// card, unless the form says `public = false`).
 pub fn is_discovery(t: &Translated, session: &Session, prefix: &str) -> bool {
     let req = session.req_header();
     // Most requests are not for the document: no full match for a method it is not served on.
@@ -133,14 +133,14 @@ pub fn is_discovery(t: &Translated, session: &Session, prefix: &str) -> bool {
         .front
         .ops
         .iter()
-        .any(|o| o.front && o.op == crate::task::Operation::Describe && o.method == req.method);
+        .any(|o| o.front && o.public && o.method == req.method);
     if !served {
         return false;
     }
     let path = relative(req.uri.path(), prefix);
     t.front
         .match_front(&req.method, &path, &crate::dialect::Message::default())
-        .is_some_and(|(op, _)| op.op == crate::task::Operation::Describe)
+        .is_some_and(|(op, _)| op.public)
 }
 
 /// The whole request body, refused past `limit`.

@@ -3,10 +3,10 @@
 //!
 //! Timeline of a task taking `work`: `Pending` for the first quarter (step `init`), then
 //! `In_Progress` (step `work`), then `Completed` with the query upper-cased, or `Failed` (mode
-//! `fail`). With mode `input` the task stops halfway: step `ask` is `Not_Ready` with an
-//! `input_schema` asking for `more` (and the task is `Not_Ready` too); a `PUT` of that step with
-//! `input_additional.more` lets it finish half a `work` later (step `finish`). Each step that
-//! completes costs 1 credit.
+//! `fail`). With mode `input` the task stops halfway: step `ask` waits (`is_waiting`,
+//! `Not_Ready`) with an `input_schema` asking for `more`, while the task stays `In_Progress`, as
+//! real Nevermined agents leave it; a `PUT` of that step with `input_additional.more` lets it
+//! finish half a `work` later (step `finish`). Each step that completes costs 1 credit.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -72,10 +72,12 @@ impl Task {
         let init = step(0, "init", "Completed", false, "", json!({}));
         let upper = self.query.to_uppercase();
         match (self.mode, &self.input) {
+            // The step waits; the task is still in progress (DIALECTS.md §2.2: agents mark the
+            // waiting step, not the task).
             (Mode::Input, None) if t >= o.work / 2 => (
-                "Not_Ready",
+                "In_Progress",
                 String::new(),
-                json!({"input_schema": more_schema()}),
+                json!({}),
                 vec![
                     init,
                     step(1, "work", "Completed", false, "", json!({})),
@@ -245,8 +247,11 @@ fn handle(tasks: &Mutex<HashMap<String, Task>>, o: &Options, call: Call) -> (Sta
             if *step_id != t.steps[2] {
                 return error(StatusCode::BAD_REQUEST, "this step takes no input");
             }
-            let (status, ..) = t.view(o, Instant::now());
-            if status != "Not_Ready" {
+            let (_, _, _, steps) = t.view(o, Instant::now());
+            if !steps
+                .iter()
+                .any(|s| s.index == 2 && s.status == "Not_Ready")
+            {
                 return error(StatusCode::BAD_REQUEST, "the task is not waiting for input");
             }
             let more = body

@@ -24,6 +24,8 @@ pub enum Operation {
     CancelTask,
     /// Find tasks.
     SearchTasks,
+    /// Find steps (of one task, or of the caller's tasks on the route).
+    SearchSteps,
     /// Is the agent up?
     Availability,
     /// What input does the agent take?
@@ -33,13 +35,14 @@ pub enum Operation {
 }
 
 impl Operation {
-    pub const ALL: [Operation; 9] = [
+    pub const ALL: [Operation; 10] = [
         Operation::CreateTask,
         Operation::GetTask,
         Operation::ListSteps,
         Operation::ProvideInput,
         Operation::CancelTask,
         Operation::SearchTasks,
+        Operation::SearchSteps,
         Operation::Availability,
         Operation::InputSchema,
         Operation::Describe,
@@ -53,6 +56,7 @@ impl Operation {
             Operation::ProvideInput => "provide_input",
             Operation::CancelTask => "cancel_task",
             Operation::SearchTasks => "search_tasks",
+            Operation::SearchSteps => "search_steps",
             Operation::Availability => "availability",
             Operation::InputSchema => "input_schema",
             Operation::Describe => "describe",

@@ -49,6 +49,12 @@ pub struct TaskQuery {
     pub name: Option<String>,
     /// The conversation the task belongs to.
     pub conversation: Option<String>,
+    /// The task's own id (interlingua's).
+    pub id: Option<String>,
+    /// A step id the task holds (interlingua's). Matched as text in the task's document,
+    /// within what the other filters select: callers name a route and a subject too, so the
+    /// route index bounds the scan, and they check the step's id exactly in what comes back.
+    pub holding_step: Option<String>,
     /// 1-based.
     pub page: u32,
     pub page_size: u32,

@@ -1,0 +1,168 @@
+//! search_steps: the steps of the caller's tasks on a route, as a list of their own (a Nevermined
+//! builder's step search and step lists, which name steps by id across tasks).
+
+use serde_json::{json, Value};
+
+use super::ops::{cx_subject, store_error};
+use super::views::{at, front_task, text_at};
+use super::{Cx, Engine, Translated};
+use crate::error::ProxyError;
+use crate::task::{Status, Task, TaskQuery};
+
+/// How many of the caller's tasks a search without a task or step reads, newest first: a step
+/// search is a look at recent work, not an export (pages then cut the steps found).
+const TASKS_SEARCHED: u32 = 1000;
+
+impl Engine {
+    /// search_steps: steps of this route's tasks (the caller's, on routes with auth) that fit
+    /// every filter given (`search.task_id`, `search.step_id`, `search.status`, `search.name`,
+    /// `search.agents`), newest task first, then in step order; each step also carries `agent`,
+    /// its task's. A search naming a task (404 when the caller has no such task) or a step reads
+    /// that task fresh from the back first, as get_task does.
+    pub(super) async fn search_steps(
+        &self,
+        t: &Translated,
+        request: &Value,
+        cx: &mut Cx<'_>,
+    ) -> Result<Value, ProxyError> {
+        let page = at(request, "search.page")
+            .and_then(Value::as_u64)
+            .unwrap_or(1)
+            .max(1);
+        let page_size = at(request, "search.page_size")
+            .and_then(Value::as_u64)
+            .unwrap_or(10)
+            .clamp(1, 1000);
+        let step_id = text_at(request, "search.step_id");
+        let status = match text_at(request, "search.status") {
+            Some(s) => Some(
+                Status::from_name(&s)
+                    .ok_or_else(|| ProxyError::InvalidRequest(format!("`{s}` is not a status")))?,
+            ),
+            None => None,
+        };
+        let name = text_at(request, "search.name");
+        let agents: Option<Vec<String>> = at(request, "search.agents").map(|v| match v {
+            Value::Array(a) => a
+                .iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect(),
+            other => vec![super::views::text_of(other)],
+        });
+        let subject = cx_subject(t, cx.identity).map(str::to_string);
+
+        let named = match text_at(request, "search.task_id") {
+            Some(id) => Some(id),
+            None => match &step_id {
+                // The task holding the step, looked up among the caller's on this route.
+                Some(step) => {
+                    let query = TaskQuery {
+                        route: Some(t.route.clone()),
+                        subject: subject.clone(),
+                        holding_step: Some(step.clone()),
+                        page: 1,
+                        page_size: 10,
+                        ..TaskQuery::default()
+                    };
+                    let (found, _) = self.store.search(&query).await.map_err(store_error)?;
+                    match found
+                        .into_iter()
+                        .find(|task| task.steps.iter().any(|s| &s.id == step))
+                    {
+                        Some(task) => Some(task.id),
+                        None => return Ok(found_steps(Vec::new(), page, page_size)),
+                    }
+                }
+                None => None,
+            },
+        };
+        let tasks: Vec<Task> = match named {
+            Some(id) => {
+                let stored = self
+                    .load(t, &json!({"task": {"id": id}}), cx.identity)
+                    .await?;
+                vec![self.refresh(t, stored, cx).await?.task]
+            }
+            None => {
+                let query = TaskQuery {
+                    route: Some(t.route.clone()),
+                    subject,
+                    page: 1,
+                    page_size: TASKS_SEARCHED,
+                    ..TaskQuery::default()
+                };
+                self.store.search(&query).await.map_err(store_error)?.0
+            }
+        };
+        let mut steps = Vec::new();
+        for task in &tasks {
+            if agents
+                .as_ref()
+                .is_some_and(|a| !task.agent.as_ref().is_some_and(|g| a.contains(g)))
+            {
+                continue;
+            }
+            for (step, mut doc) in task.steps.iter().zip(step_docs(task)) {
+                let fits = step_id.as_ref().is_none_or(|id| &step.id == id)
+                    && status.is_none_or(|s| step.status == s)
+                    && name.as_ref().is_none_or(|n| step.name.as_ref() == Some(n));
+                if fits {
+                    doc["agent"] = json!(task.agent);
+                    steps.push(doc);
+                }
+            }
+        }
+        Ok(found_steps(steps, page, page_size))
+    }
+}
+
+/// The front's view of a task's steps, each standing alone: a step waiting for input (or that
+/// failed) says what its task says of it (the question, the input request, the reason), which a
+/// front otherwise reads from the task beside it.
+fn step_docs(task: &Task) -> Vec<Value> {
+    let mut steps = match front_task(task).get_mut("steps").map(Value::take) {
+        Some(Value::Array(steps)) => steps,
+        _ => Vec::new(),
+    };
+    for (step, doc) in task.steps.iter().zip(steps.iter_mut()) {
+        let waits = step.status == Status::AwaitingInput && task.status == Status::AwaitingInput;
+        if !(waits || step.status == Status::Failed) {
+            continue;
+        }
+        if step.output.text.as_deref().is_none_or(str::is_empty) {
+            if let Some(m) = &task.message {
+                doc["output"]["text"] = json!(m);
+            }
+        }
+        if let (true, Some(schema)) = (waits, &task.input_request) {
+            let additional = &mut doc["output"]["additional"];
+            if !additional.is_object() {
+                *additional = json!({});
+            }
+            if additional.get("input_schema").is_none() {
+                additional["input_schema"] = schema.clone();
+            }
+        }
+    }
+    steps
+}
+
+/// One page of the steps found, with the search's totals.
+fn found_steps(all: Vec<Value>, page: u64, page_size: u64) -> Value {
+    let total = all.len() as u64;
+    let skip = ((page - 1) * page_size) as usize;
+    let steps: Vec<Value> = all
+        .into_iter()
+        .skip(skip)
+        .take(page_size as usize)
+        .collect();
+    json!({
+        "steps": steps,
+        "search": {
+            "total": total,
+            "page": page,
+            "page_size": page_size,
+            "next_page": (page * page_size < total).then_some(page + 1),
+        },
+    })
+}

@@ -1,0 +1,185 @@
+//! A Nevermined agent behind interlingua asks for input the way real ones do: it marks the waiting
+//! *step* (`is_waiting`, `Not_Ready`) and leaves its task `In_Progress`. interlingua reads that as
+//! the task waiting for input, and carries the answer back through the step update on that step.
+//! Seen from a MIP-003 client (plain HTTP) and from the real A2A SDK's client, on paid routes,
+//! with the ledger's rows.
+
+mod common;
+
+use std::time::Duration;
+
+use common::money::{paid_config, paid_route, Admin};
+use common::peers::{peers_python, run_script};
+use common::secrets::token;
+use common::wait::eventually;
+use common::{client, sample_agent, status_and_json, Proxy, DEADLINE};
+use interlingua::sample;
+use serde_json::{json, Value};
+
+const DID: &str = "did:nv:5392e8cdc5addec2b7384072fda166d42a5d4ab96ae6d311f516b6b324f24cec";
+
+/// How long a sample job takes in these tests.
+const WORK: Duration = Duration::from_millis(400);
+
+/// The sample Nevermined agent behind `/mip` (a MIP-003 front) and `/a2a` (an A2A front).
+async fn world() -> (Proxy, Admin) {
+    let nvm = sample_agent(sample::nevermined::serve, WORK).await;
+    let vars = format!("vars.nevermined = {{ agent_did = \"{DID}\" }}\nsync_timeout = \"10s\"");
+    let rest = format!(
+        "[[upstreams]]\nname = \"nvm\"\naddress = \"{nvm}\"\nread_timeout = \"5s\"\n{}{}",
+        paid_route("mip", "/mip", "nvm", "mip003", "nevermined", &vars),
+        paid_route("a2a", "/a2a", "nvm", "a2a", "nevermined", &vars),
+    );
+    let proxy = Proxy::start(&paid_config(&rest));
+    let admin = Admin::new(&proxy);
+    (proxy, admin)
+}
+
+/// The subject's ledger rows, oldest first: (kind, amount), the grant first.
+async fn rows(admin: &Admin, sub: &str) -> Vec<(String, i64)> {
+    admin
+        .history(sub)
+        .await
+        .iter()
+        .rev()
+        .map(|r| {
+            (
+                r["kind"].as_str().unwrap().to_string(),
+                r["amount"].as_i64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// What the sample agent's four steps cost at the route's price: a hold of 1, then each
+/// completed step (init, work, ask, finish) 1.
+fn four_steps_charged() -> Vec<(String, i64)> {
+    [
+        ("grant", 10),
+        ("hold", 1),
+        ("capture", 1),
+        ("capture", 1),
+        ("capture", 1),
+        ("capture", 1),
+        ("release", 0),
+    ]
+    .iter()
+    .map(|(k, a)| (k.to_string(), *a))
+    .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mip003_client_answers_the_waiting_step_of_a_nevermined_agent() {
+    let (proxy, admin) = world().await;
+    let sub = "mip-client";
+    admin.grant(sub, 10).await;
+    let http = client();
+    let bearer = token(sub);
+    let get = |path: String| {
+        let (http, bearer, url) = (http.clone(), bearer.clone(), proxy.url(&path));
+        async move { status_and_json(http.get(url).bearer_auth(bearer).send().await.unwrap()).await }
+    };
+    let resp = http
+        .post(proxy.url("/mip/start_job"))
+        .bearer_auth(&bearer)
+        .json(&json!({"identifier_from_purchaser": "aabbccddeeff0011",
+                      "input_data": {"text": "hello world", "mode": "input"}}))
+        .send()
+        .await
+        .unwrap();
+    let (status, started) = status_and_json(resp).await;
+    assert_eq!(status, 200, "{started}");
+    let job_id = started["job_id"].as_str().unwrap().to_string();
+    let status_path = format!("/mip/status?job_id={job_id}");
+
+    // The agent's task is In_Progress with a waiting step: the job awaits input.
+    let waiting = eventually("awaiting_input", || async {
+        let (code, body) = get(status_path.clone()).await;
+        assert_eq!(code, 200, "{body}");
+        if body["status"] == "awaiting_input" {
+            Ok(body)
+        } else {
+            Err(body)
+        }
+    })
+    .await;
+    assert_eq!(
+        waiting["input_schema"],
+        json!({"input_data": [{"id": "more", "type": "text", "name": "More details"}]})
+    );
+
+    let resp = http
+        .post(proxy.url("/mip/provide_input"))
+        .bearer_auth(&bearer)
+        .json(&json!({"job_id": job_id, "status_id": waiting["id"],
+                      "input_data": {"more": "please"}}))
+        .send()
+        .await
+        .unwrap();
+    let (status, provided) = status_and_json(resp).await;
+    // The sample agent accepts the input only on its waiting step (400 on any other).
+    assert_eq!(status, 200, "{provided}");
+
+    let done = eventually("completed", || async {
+        let (_, body) = get(status_path.clone()).await;
+        if body["status"] == "completed" {
+            Ok(body)
+        } else {
+            Err(body)
+        }
+    })
+    .await;
+    assert_eq!(done["result"], "HELLO WORLD please");
+    admin.charged(sub, 10, 4).await;
+    assert_eq!(rows(&admin, sub).await, four_steps_charged());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_a2a_sdk_client_answers_the_waiting_step_of_a_nevermined_agent() {
+    let (proxy, admin) = world().await;
+    let sub = "a2a-client";
+    admin.grant(sub, 10).await;
+    let args: Vec<String> = [
+        "--url",
+        &proxy.url("/a2a"),
+        "--scenario",
+        "input",
+        "--timeout",
+        "15",
+        "--token",
+        &token(sub),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let ran = tokio::task::spawn_blocking(move || {
+        run_script(&peers_python(), "a2a_client.py", &args, DEADLINE)
+    })
+    .await
+    .unwrap();
+    assert!(ran.status.success(), "{}\n{}", ran.stdout, ran.stderr);
+    let out: Value = serde_json::from_str(ran.stdout.trim()).unwrap();
+    assert_eq!(
+        out["states"],
+        json!([
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_INPUT_REQUIRED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_COMPLETED"
+        ]),
+        "{out}"
+    );
+    // The agent upper-cases the first text and appends the answer to its question.
+    assert_eq!(
+        out["artifact_text"], "HELLO MODE:INPUT more please",
+        "{out}"
+    );
+    assert_eq!(
+        out["status_messages"],
+        json!(["The agent needs more input: More details"]),
+        "{out}"
+    );
+    admin.charged(sub, 10, 4).await;
+    assert_eq!(rows(&admin, sub).await, four_steps_charged());
+}
