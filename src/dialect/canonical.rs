@@ -8,7 +8,7 @@
 //! | `task` | the task (see `task::Task`) |
 //! | `step` | one step (in a shape bound to `step`, or the step an operation targets) |
 //! | `input` | input provided to a waiting task (`input.params`, `input.text`) |
-//! | `error` | an error being rendered or read (`status`, `code`, `message`, `reason`, `request_id`, `field_errors`) |
+//! | `error` | an error being rendered or read (`status`, `code`, `message`, `reason`, `request_id`, `field_errors`; for a missing or mistyped request field `location`, `field`, `problem`, `expected`) |
 //! | `availability` | `available` (bool), `message` |
 //! | `schema` | an input schema (MIP-003 Attachment 01 form) |
 //! | `search` | a task search: `status`, `name`, `page`, `page_size`, `total`, `next_page` |
@@ -53,6 +53,8 @@ pub const TASK: &[&str] = &[
     "turn",
     "message",
     "conversation",
+    "payment",
+    "payment.*",
 ];
 
 const STEP: &[&str] = &[
@@ -83,6 +85,10 @@ const ERROR: &[&str] = &[
     "request_id",
     "field_errors",
     "field_errors.*",
+    "location",
+    "field",
+    "problem",
+    "expected",
 ];
 
 /// Whether `path` (split on dots) names a canonical field. `var.*` names are checked elsewhere,

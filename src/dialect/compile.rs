@@ -710,6 +710,25 @@ impl RuleCx<'_> {
                 None
             }
         });
+        let before_payment = op
+            .before_payment
+            .iter()
+            .flatten()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                let c = c.get_ref();
+                let holds = self.expr(
+                    Some(&c.holds),
+                    &format!("{where_}.before_payment[{i}].holds"),
+                    false,
+                    p,
+                )?;
+                Some(crate::dialect::mapping::PaymentCheck {
+                    holds,
+                    message: c.message.clone(),
+                })
+            })
+            .collect();
         let conditions = op
             .conditions
             .iter()
@@ -789,6 +808,7 @@ impl RuleCx<'_> {
             failed_as_error,
             otherwise: op.otherwise.as_ref().map(|o| o.get_ref().clone()),
             validate,
+            before_payment,
             request,
             response,
         })

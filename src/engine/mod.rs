@@ -559,6 +559,41 @@ fn parse_answer(raw: &[u8]) -> Option<Value> {
     Some(Value::String(text.into_owned()))
 }
 
+/// A front request the mapping cannot read. A missing or mistyped field says which, so that the
+/// front's error rules can answer field by field (FastAPI's 422 `detail` list, for one).
 fn invalid_request(e: CodecError) -> ProxyError {
-    ProxyError::InvalidRequest(e.to_string())
+    let (problem, expected) = match &e {
+        CodecError::Missing { .. } => ("missing", None),
+        CodecError::WrongType { expected, .. } => (
+            "wrong_type",
+            Some(
+                expected
+                    .trim_start_matches("an ")
+                    .trim_start_matches("a "),
+            ),
+        ),
+        _ => return ProxyError::InvalidRequest(e.to_string()),
+    };
+    let (location, name) = field_place(e.field());
+    ProxyError::InvalidField {
+        message: e.to_string(),
+        field: crate::error::BadField {
+            location,
+            name,
+            problem,
+            expected,
+        },
+    }
+}
+
+/// Where a rule's label (`$.a.b`, `query job_id`, `param did`, `header X`) points: the part of
+/// the request, and the field's name in it.
+fn field_place(label: &str) -> (&'static str, String) {
+    for (prefix, location) in [("query ", "query"), ("param ", "path"), ("header ", "header")] {
+        if let Some(name) = label.strip_prefix(prefix) {
+            return (location, name.to_string());
+        }
+    }
+    let name = label.trim_start_matches('$').trim_start_matches('.');
+    ("body", name.to_string())
 }

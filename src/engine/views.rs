@@ -121,6 +121,7 @@ fn task_field(task: &Task, name: &str) -> Value {
         "updated_at" => time(&task.updated_at),
         "client_ref" => json(&task.client_ref),
         "turn" => json(&task.turn),
+        "payment" => json(&task.payment),
         _ => Value::Null,
     }
 }
@@ -227,6 +228,14 @@ pub fn error_doc(err: &ProxyError, request_id: &str) -> Value {
     });
     match err {
         ProxyError::InvalidInput { field_errors, .. } => e["field_errors"] = json!(field_errors),
+        ProxyError::InvalidField { field, .. } => {
+            e["location"] = json!(field.location);
+            e["field"] = json!(field.name);
+            e["problem"] = json!(field.problem);
+            if let Some(t) = field.expected {
+                e["expected"] = json!(t);
+            }
+        }
         ProxyError::PaymentRequired { available, price } => {
             e["available"] = json!(available);
             e["price"] = json!(price);
@@ -301,6 +310,7 @@ mod tests {
             updated_at: at + chrono::Duration::seconds(3),
             client_ref: Some("mine".to_string()),
             turn: 2,
+            payment: Some(json!({"blockchainIdentifier": "b-1", "payByTime": 1795398344446_u64})),
         }
     }
 

@@ -226,6 +226,11 @@ pub struct Task {
     /// provide_input (a turn-based back's `turn`).
     #[serde(default)]
     pub turn: u32,
+    /// The payment request the back's answer carried (a Masumi agent's `blockchainIdentifier`,
+    /// times, seller key, …), verbatim: the route's payment rail buys the job with it, and a front
+    /// of the same dialect shows it as the agent sent it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payment: Option<Value>,
 }
 
 /// What an upstream answer says about a task: only the fields it carried.
@@ -242,6 +247,7 @@ pub struct TaskPatch {
     pub message: Option<String>,
     pub steps: Option<Vec<StepPatch>>,
     pub cost: Option<u64>,
+    pub payment: Option<Value>,
 }
 
 /// Output fields an answer carried.
@@ -318,6 +324,7 @@ impl Task {
             updated_at: now,
             client_ref: None,
             turn: 0,
+            payment: None,
         }
     }
 }

@@ -58,6 +58,10 @@ impl Task {
         if let Some(r) = patch.status_ref {
             self.status_ref = Some(r);
         }
+        // Kept as the back sent it: the first answer that carries a payment request names it.
+        if let Some(p) = patch.payment {
+            self.payment.get_or_insert(p);
+        }
         // The agent's words belong to the state they came with.
         if patch.message.is_some() || patch.status.is_some_and(|s| s != self.status) {
             self.message = patch.message;
