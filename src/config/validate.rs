@@ -10,6 +10,7 @@ use http::Method;
 use toml::Spanned;
 
 use super::access;
+use super::payment;
 use super::file::{self, LogFormatName};
 use super::model::*;
 use super::problem::Collector;
@@ -393,6 +394,7 @@ fn routes(
         let translation = translation(r, &path, p);
         let access = access::access(r, &path, has_auth, p);
         let price = access::price(r, &path, p);
+        let payment = payment::payment(r, &path, p);
         if let (Some(Some(_)), Some(a)) = (&price, &access) {
             if !a.auth {
                 p.at(
@@ -411,6 +413,7 @@ fn routes(
             Some(translation),
             Some(access),
             Some(price),
+            Some(payment),
         ) = (
             upstream,
             front,
@@ -420,6 +423,7 @@ fn routes(
             translation,
             access,
             price,
+            payment,
         )
         else {
             continue;
@@ -446,6 +450,7 @@ fn routes(
                 translation,
                 access,
                 price,
+                payment,
             },
         ));
     }

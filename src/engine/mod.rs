@@ -15,6 +15,7 @@
 
 pub mod client;
 mod ops;
+mod pay;
 mod stream;
 pub mod views;
 pub mod watch;
@@ -56,6 +57,8 @@ pub struct Translated {
     pub owned: bool,
     /// Headers every call to the back carries: the route's credential, the caller's identity.
     pub access: Access,
+    /// The service interlingua pays the agent through, when the route names one.
+    pub payment: Option<crate::config::PaymentService>,
 }
 
 impl Translated {
@@ -84,6 +87,7 @@ impl Translated {
             price: route.price.clone(),
             owned: route.access.auth,
             access: route.access.clone(),
+            payment: route.payment.clone(),
         }
     }
 

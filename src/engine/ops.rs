@@ -121,6 +121,7 @@ impl Engine {
             .upstream_id
             .get_or_insert_with(|| stored.task.id.clone());
         let mut stored = self.apply(t, stored, patch, cx).await?;
+        stored = self.pay_for(t, stored, cx).await?;
         if !stored.task.status.is_terminal() {
             if let Some(w) = self.watcher.get().and_then(std::sync::Weak::upgrade) {
                 w.watch(&stored.task.id, &t.route);
@@ -595,7 +596,8 @@ impl Engine {
         let back_doc = BackDoc::new(&stored.task);
         let answer = self.call_back(t, Operation::GetTask, &back_doc, cx).await?;
         let patch = patch_from_back(&answer, &t.upstream.config.name, &t.back.name)?;
-        self.apply(t, stored, patch, cx).await
+        let stored = self.apply(t, stored, patch, cx).await?;
+        self.follow_payment(t, stored, cx).await
     }
 
     /// Folds `patch` into the task and stores it; a lost race is redone on the newer version.

@@ -148,6 +148,7 @@ mod tests {
             },
             access: Default::default(),
             price: None,
+            payment: None,
         }
     }
 
