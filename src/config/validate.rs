@@ -10,9 +10,9 @@ use http::Method;
 use toml::Spanned;
 
 use super::access;
-use super::payment;
 use super::file::{self, LogFormatName};
 use super::model::*;
+use super::payment;
 use super::problem::Collector;
 use super::sections::RawConfig;
 use super::units::{parse_duration, parse_size};

@@ -570,11 +570,7 @@ fn invalid_request(e: CodecError) -> ProxyError {
         CodecError::Missing { .. } => ("missing", None),
         CodecError::WrongType { expected, .. } => (
             "wrong_type",
-            Some(
-                expected
-                    .trim_start_matches("an ")
-                    .trim_start_matches("a "),
-            ),
+            Some(expected.trim_start_matches("an ").trim_start_matches("a ")),
         ),
         _ => return ProxyError::InvalidRequest(e.to_string()),
     };
@@ -593,7 +589,11 @@ fn invalid_request(e: CodecError) -> ProxyError {
 /// Where a rule's label (`$.a.b`, `query job_id`, `param did`, `header X`) points: the part of
 /// the request, and the field's name in it.
 fn field_place(label: &str) -> (&'static str, String) {
-    for (prefix, location) in [("query ", "query"), ("param ", "path"), ("header ", "header")] {
+    for (prefix, location) in [
+        ("query ", "query"),
+        ("param ", "path"),
+        ("header ", "header"),
+    ] {
         if let Some(name) = label.strip_prefix(prefix) {
             return (location, name.to_string());
         }

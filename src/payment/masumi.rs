@@ -188,7 +188,9 @@ pub async fn buy(
         Reply::Refused(status, message) => {
             note(&mut p, "purchase", Some(status), Some(&message));
             p.state = PurchaseState::Refused;
-            p.detail = Some(format!("the payment service refused the purchase: {message}"));
+            p.detail = Some(format!(
+                "the payment service refused the purchase: {message}"
+            ));
         }
         Reply::Failed(status, message) => {
             note(&mut p, "purchase", status, Some(&message));
@@ -294,7 +296,14 @@ pub fn refund_allowed(purchase: &Value, now: DateTime<Utc>) -> bool {
 pub async fn refund(client: &Client, s: &MasumiService, mut p: Purchase, why: &str) -> Purchase {
     let body = json!({ "blockchainIdentifier": p.reference, "network": s.network.name() });
     for attempt in 0..2 {
-        match call(client, s, "/purchase/resolve-blockchain-identifier", &resolve_body(s, &p)).await {
+        match call(
+            client,
+            s,
+            "/purchase/resolve-blockchain-identifier",
+            &resolve_body(s, &p),
+        )
+        .await
+        {
             Reply::Data(d) => {
                 note(&mut p, "status", Some(200), None);
                 p.service = Some(d);
@@ -392,16 +401,32 @@ mod tests {
         let ms = now.timestamp_millis();
         let grace = Duration::from_secs(300);
         let locked = json!({"onChainState": "FundsLocked"});
-        assert_eq!(lock_state(Some(&locked), Some(ms - 1_000_000), grace, now).0, PurchaseState::Locked);
+        assert_eq!(
+            lock_state(Some(&locked), Some(ms - 1_000_000), grace, now).0,
+            PurchaseState::Locked
+        );
         let waiting = json!({"onChainState": null});
-        assert_eq!(lock_state(Some(&waiting), Some(ms - 1000), grace, now).0, PurchaseState::Requested);
-        assert_eq!(lock_state(Some(&waiting), Some(ms - 301_000), grace, now).0, PurchaseState::Expired);
-        let invalid = json!({"onChainState": "FundsOrDatumInvalid", "NextAction": {"errorNote": "too late"}});
+        assert_eq!(
+            lock_state(Some(&waiting), Some(ms - 1000), grace, now).0,
+            PurchaseState::Requested
+        );
+        assert_eq!(
+            lock_state(Some(&waiting), Some(ms - 301_000), grace, now).0,
+            PurchaseState::Expired
+        );
+        let invalid =
+            json!({"onChainState": "FundsOrDatumInvalid", "NextAction": {"errorNote": "too late"}});
         assert_eq!(
             lock_state(Some(&invalid), Some(ms + 1000), grace, now),
-            (PurchaseState::Expired, Some("the payment was not locked: too late".to_string()))
+            (
+                PurchaseState::Expired,
+                Some("the payment was not locked: too late".to_string())
+            )
         );
-        assert_eq!(lock_state(None, None, grace, now).0, PurchaseState::Requested);
+        assert_eq!(
+            lock_state(None, None, grace, now).0,
+            PurchaseState::Requested
+        );
     }
 
     #[test]

@@ -14,8 +14,8 @@ use serde_json::Value;
 
 use crate::config::PaymentService;
 use crate::engine::client::Client;
-pub use crate::task::{Purchase, PurchaseState};
 use crate::task::Task;
+pub use crate::task::{Purchase, PurchaseState};
 
 /// One payment service, ready to call.
 pub struct Payer<'a> {
@@ -40,7 +40,13 @@ impl Payer<'_> {
     }
 
     /// A record of a purchase that was not made, and why.
-    pub fn not_made(&self, task: &Task, reference: String, why: &str, now: DateTime<Utc>) -> Purchase {
+    pub fn not_made(
+        &self,
+        task: &Task,
+        reference: String,
+        why: &str,
+        now: DateTime<Utc>,
+    ) -> Purchase {
         Purchase {
             task_id: task.id.clone(),
             rail: self.rail().to_string(),
@@ -59,7 +65,9 @@ impl Payer<'_> {
     /// `Refused` when it said no, `Pending` when it could not be asked (tried again later).
     pub async fn buy(&self, task: &Task, reference: String, earlier: Option<Purchase>) -> Purchase {
         match self.service {
-            PaymentService::Masumi(s) => masumi::buy(self.client, s, task, reference, earlier).await,
+            PaymentService::Masumi(s) => {
+                masumi::buy(self.client, s, task, reference, earlier).await
+            }
         }
     }
 
@@ -90,8 +98,14 @@ impl Payer<'_> {
 }
 
 /// One call to a payment service, as a purchase record lists it.
-pub(crate) fn call_record(what: &str, status: Option<u16>, at: DateTime<Utc>, error: Option<&str>) -> Value {
-    let mut v = serde_json::json!({ "call": what, "at": crate::task::time::format_rfc3339_offset(at) });
+pub(crate) fn call_record(
+    what: &str,
+    status: Option<u16>,
+    at: DateTime<Utc>,
+    error: Option<&str>,
+) -> Value {
+    let mut v =
+        serde_json::json!({ "call": what, "at": crate::task::time::format_rfc3339_offset(at) });
     if let Some(s) = status {
         v["status"] = s.into();
     }
