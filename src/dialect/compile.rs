@@ -1369,6 +1369,55 @@ path = "/rpc"
     }
 
     #[test]
+    fn before_payment_checks_are_compiled_checked_and_evaluated_on_the_task() {
+        use serde_json::json;
+        let text = r#"dialect = "payer"
+[vars]
+salt = "s"
+[operations.create_task]
+method = "POST"
+path = "/jobs"
+response = [
+  { json = "$.id", field = "task.id" },
+  { json = "$.pay.ref", field = "task.payment.ref" },
+  { json = "$.pay.hash", field = "task.payment.hash" },
+]
+before_payment = [
+  { holds = "task.payment.hash == concat(task.input.text, var.salt)", message = "not the hash of what was sent" },
+]
+"#;
+        let m = parse(text, "payer.toml").unwrap();
+        assert!(m.carries_payment());
+        let op = m.op(Operation::CreateTask).unwrap();
+        assert_eq!(op.before_payment.len(), 1);
+        assert_eq!(
+            op.before_payment[0].message,
+            "not the hash of what was sent"
+        );
+        let ctx = super::super::Context {
+            mapping: &m,
+            vars: &m.vars,
+        };
+        let task = |hash: &str| json!({"task": {"input": {"text": "hi"}, "payment": {"ref": "r", "hash": hash}}});
+        let check = &op.before_payment[0].holds;
+        assert!(super::super::holds(check, &task("his"), &ctx));
+        assert!(!super::super::holds(check, &task("hers"), &ctx));
+        // A check naming what does not exist is a problem of the file, with its place.
+        let broken = text.replace("var.salt", "var.pepper");
+        let problems = parse(&broken, "payer.toml").unwrap_err().to_string();
+        assert!(
+            problems.contains("operations.create_task.before_payment[0].holds")
+                && problems.contains("unknown variable `pepper`"),
+            "{problems}"
+        );
+        // A back whose answers read nothing into task.payment cannot be paid for.
+        let free = text
+            .replace("task.payment.ref", "task.name")
+            .replace("task.payment.hash", "task.message");
+        assert!(!parse(&free, "free.toml").unwrap().carries_payment());
+    }
+
+    #[test]
     fn tables_translate_both_ways_with_defaults() {
         use serde_json::json;
         let m = parse(FORMS, "forms.toml").unwrap();

@@ -601,3 +601,54 @@ fn field_place(label: &str) -> (&'static str, String) {
     let name = label.trim_start_matches('$').trim_start_matches('.');
     ("body", name.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_or_mistyped_field_says_where_it_is_and_what_was_wanted() {
+        let missing = invalid_request(CodecError::Missing {
+            field: "$.identifier_from_purchaser".to_string(),
+        });
+        let ProxyError::InvalidField { field, message } = &missing else {
+            panic!("{missing:?}");
+        };
+        assert_eq!(
+            (
+                field.location,
+                field.name.as_str(),
+                field.problem,
+                field.expected
+            ),
+            ("body", "identifier_from_purchaser", "missing", None)
+        );
+        assert_eq!(message, "`$.identifier_from_purchaser` is missing");
+        assert_eq!(missing.status(), 400);
+        let typed = invalid_request(CodecError::WrongType {
+            field: "query job_id".to_string(),
+            expected: "a string",
+        });
+        let ProxyError::InvalidField { field, .. } = &typed else {
+            panic!("{typed:?}");
+        };
+        assert_eq!(
+            (
+                field.location,
+                field.name.as_str(),
+                field.problem,
+                field.expected
+            ),
+            ("query", "job_id", "wrong_type", Some("string"))
+        );
+        let doc = views::error_doc(&typed, "r-1");
+        assert_eq!(doc["error"]["location"], "query");
+        assert_eq!(doc["error"]["expected"], "string");
+        // Anything else stays a plain invalid request.
+        let other = invalid_request(CodecError::Invalid {
+            field: "$.x".to_string(),
+            message: "odd".to_string(),
+        });
+        assert!(matches!(other, ProxyError::InvalidRequest(_)));
+    }
+}
