@@ -109,10 +109,8 @@ mod tests {
                 lock_grace: std::time::Duration::from_secs(60),
             }))
         );
-        let bad = format!(
-            "payment = {{ masumi = {{ url = \"ftp://x\", token_env = \"INTERLINGUA_UNIT_UNSET\", network = \"preprod\" }} }}"
-        );
-        let found = problems("mip003", &bad);
+        let bad = r#"payment = { masumi = { url = "ftp://x", token_env = "INTERLINGUA_UNIT_UNSET", network = "preprod" } }"#;
+        let found = problems("mip003", bad);
         for expected in [
             "t.toml:13:30: routes[0].payment.masumi.url: `ftp://x` is not an http:// or https:// URL",
             "t.toml:13:53: routes[0].payment.masumi.token_env: the environment variable `INTERLINGUA_UNIT_UNSET` is not set",
