@@ -34,7 +34,12 @@ struct World {
 impl World {
     /// A world whose node behaves as `script` says (the stand-in's `/_config`).
     async fn start(payment: bool, script: Value) -> World {
-        let w = tokio::task::spawn_blocking(move || world(payment))
+        World::working(payment, script, 0.0).await
+    }
+
+    /// As [`World::start`], with jobs that take `work` seconds.
+    async fn working(payment: bool, script: Value, work: f64) -> World {
+        let w = tokio::task::spawn_blocking(move || world(payment, work))
             .await
             .unwrap();
         let resp = client()
@@ -75,9 +80,10 @@ impl World {
     }
 }
 
-/// The stand-in, the masumi agent on it, and interlingua with a MIP-003 route over the agent;
-/// `payment`: whether the route names the stand-in as its payment service.
-fn world(payment: bool) -> World {
+/// The stand-in, the masumi agent on it (its jobs taking `work` seconds), and interlingua with a
+/// MIP-003 route over the agent; `payment`: whether the route names the stand-in as its payment
+/// service.
+fn world(payment: bool, work: f64) -> World {
     static ENV: Once = Once::new();
     ENV.call_once(|| std::env::set_var(BUYER_ENV, BUYER_KEY));
     let python = peers_python();
@@ -110,6 +116,7 @@ fn world(payment: bool) -> World {
             ("AGENT_IDENTIFIER", AGENT_ID.to_string()),
             ("NETWORK", "Preprod".to_string()),
             ("PEER_PAYMENT_POLL_SECONDS", "0.2".to_string()),
+            ("AGENT_WORK_SECONDS", work.to_string()),
         ],
     );
     let upstream = format!(
@@ -414,6 +421,72 @@ async fn an_agent_that_fails_after_payment_gets_a_refund_request() {
         ledger(&admin, "dave").await,
         rows(&[("grant", 10), ("hold", 1), ("release", 1)])
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_does_not_deliver_by_submit_result_time_gets_a_refund_request() {
+    // The agent must deliver within 3 s of start_job; its job takes a minute.
+    let w = World::working(true, json!({"submit_result_ms": 3000}), 60.0).await;
+    let admin = Admin::new(&w.proxy);
+    admin.grant("erin", 10).await;
+    let job = start_job(&w, "erin", json!({"text": "slow"})).await;
+    let id = job["job_id"].as_str().unwrap();
+    let (seen, _) = statuses(&w, "erin", id, &["completed", "failed"]).await;
+    assert_eq!(seen, ["awaiting_payment", "running", "failed"]);
+    let bid = job["blockchainIdentifier"].as_str().unwrap();
+    let refunds = w.calls("/purchase/request-refund").await;
+    assert_eq!(refunds.len(), 1, "{refunds:?}");
+    assert_eq!(
+        refunds[0]["body"],
+        json!({"blockchainIdentifier": bid, "network": "Preprod"})
+    );
+    let (task, records) = stored(&w, id).await;
+    assert_eq!(task["reason"], "payment");
+    assert_eq!(
+        task["message"],
+        "the agent did not deliver by submitResultTime; a refund was requested"
+    );
+    assert_eq!(records[0]["state"], "refund_requested");
+    admin.charged("erin", 10, 0).await;
+    assert_eq!(
+        ledger(&admin, "erin").await,
+        rows(&[("grant", 10), ("hold", 1), ("release", 1)])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purchase_whose_answer_was_lost_is_offered_again_and_made_once() {
+    // The node makes the purchase but its answer is lost: interlingua asks again, meets 409
+    // ("Purchase exists"), and takes that purchase as made.
+    let w = World::start(true, json!({"lost_purchase_answers": 1})).await;
+    let admin = Admin::new(&w.proxy);
+    admin.grant("frank", 10).await;
+    let input = json!({"text": "again"});
+    let job = start_job(&w, "frank", input.clone()).await;
+    let id = job["job_id"].as_str().unwrap();
+    let (seen, last) = statuses(&w, "frank", id, &["completed", "failed"]).await;
+    assert_eq!(
+        seen.last().map(String::as_str),
+        Some("completed"),
+        "{seen:?} {last}"
+    );
+    let bought = w.calls("/purchase").await;
+    assert_eq!(bought.len(), 2, "{bought:?}");
+    assert_eq!(bought[0]["body"], bought[1]["body"]);
+    assert_eq!(bought[1]["body"], expected_purchase(&job, &input));
+    let purchases = w.standin_get("/_purchases").await;
+    assert_eq!(purchases["purchases"].as_object().unwrap().len(), 1);
+    let (_, records) = stored(&w, id).await;
+    assert_eq!(records[0]["state"], "locked");
+    let statuses: Vec<&Value> = records[0]["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["call"] == "purchase")
+        .map(|c| &c["status"])
+        .collect();
+    assert_eq!(statuses, [&json!(500), &json!(409)]);
+    admin.charged("frank", 10, 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

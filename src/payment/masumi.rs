@@ -292,6 +292,24 @@ pub fn refund_allowed(purchase: &Value, now: DateTime<Utc>) -> bool {
         && before_unlock
 }
 
+/// Whether the node's view shows a refund already requested (or done).
+fn refund_under_way(purchase: &Value) -> bool {
+    let action = purchase
+        .pointer("/NextAction/requestedAction")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let on_chain = purchase
+        .get("onChainState")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    action.starts_with("SetRefundRequested")
+        || action.starts_with("WithdrawRefund")
+        || matches!(
+            on_chain,
+            "RefundRequested" | "Disputed" | "RefundAuthorized" | "RefundWithdrawn"
+        )
+}
+
 /// P4, after a fresh P2; a 409 (the state changed meanwhile) is read again and retried once.
 pub async fn refund(client: &Client, s: &MasumiService, mut p: Purchase, why: &str) -> Purchase {
     let body = json!({ "blockchainIdentifier": p.reference, "network": s.network.name() });
@@ -311,6 +329,12 @@ pub async fn refund(client: &Client, s: &MasumiService, mut p: Purchase, why: &s
             Reply::Conflict(_, m) | Reply::Refused(_, m) | Reply::Failed(_, m) => {
                 note(&mut p, "status", None, Some(&m));
             }
+        }
+        // Asked already (by another instance, or before a restart): nothing more to ask.
+        if p.service.as_ref().is_some_and(refund_under_way) {
+            p.state = PurchaseState::RefundRequested;
+            p.detail = Some(format!("{why}; a refund was requested"));
+            return p;
         }
         if !p
             .service

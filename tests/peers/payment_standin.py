@@ -18,12 +18,14 @@ Test helpers (not part of the real node):
       POST /_config    -> body: any of {"lock_on_poll":int, "strict":bool, "fail_create":bool, "api_key":str|null,
                           "purchaser_api_key":str|null, "purchase_mode":"lock"|"never"|"refuse",
                           "refuse_message":str, "pay_by_ms":int|null, "submit_result_ms":int|null,
-                          "lock_grace_ms":int, "refund_conflicts":int, "paid_amount":str}
+                          "lock_grace_ms":int, "refund_conflicts":int, "lost_purchase_answers":int,
+                          "paid_amount":str}
                           purchase_mode: lock = funds locked on the purchase's first P2 poll; never = never locked
                           (FundsOrDatumInvalid once payByTime + lock_grace_ms has passed); refuse = P1 answers 400
                           with refuse_message. pay_by_ms / submit_result_ms: the seller's payByTime / submitResultTime
                           become now + that many ms (short deadlines for tests). refund_conflicts: that many P4 calls
-                          answer 409 first.
+                          answer 409 first. lost_purchase_answers: that many P1 calls make the purchase but answer
+                          500 (an answer lost on the way: the purchaser's retry then meets 409).
       POST /_lock      -> body {"blockchainIdentifier":"..."}: set onChainState "FundsLocked" now
       POST /_reset     -> clear log and payments
 
@@ -80,6 +82,7 @@ STATE = {
     "submit_result_ms": None,
     "lock_grace_ms": 5 * 60 * 1000,
     "refund_conflicts": 0,
+    "lost_purchase_answers": 0,
     "paid_amount": "5000000",
     "payments": {},  # blockchainIdentifier -> payment dict
     "purchases": {},  # blockchainIdentifier -> purchase dict
@@ -339,6 +342,9 @@ async def create_purchase(request: Request):
         }
         STATE["purchases"][bid] = purchase
         STATE["purchase_polls"][bid] = 0
+        if STATE["lost_purchase_answers"] > 0:
+            STATE["lost_purchase_answers"] -= 1
+            return err(500, "Internal Server Error")
         return ok(_public(purchase))
 
 
@@ -467,7 +473,8 @@ async def set_config(request: Request):
     body = await request.json()
     with LOCK:
         keys = ("lock_on_poll", "strict", "fail_create", "api_key", "purchaser_api_key", "purchase_mode",
-                "refuse_message", "pay_by_ms", "submit_result_ms", "lock_grace_ms", "refund_conflicts", "paid_amount")
+                "refuse_message", "pay_by_ms", "submit_result_ms", "lock_grace_ms", "refund_conflicts",
+                "lost_purchase_answers", "paid_amount")
         for k in keys:
             if k in body:
                 STATE[k] = body[k]
