@@ -86,9 +86,10 @@ impl Engine {
         self.settle_purchase(t, stored, purchase, cx).await
     }
 
-    /// On a refresh of a task whose job was bought: a purchase the service has not taken yet is
-    /// offered again, one not locked yet is followed (and given up at its deadline), and a locked
-    /// one is refunded when the agent failed or did not deliver by its deadline.
+    /// On a refresh of a task whose job was bought (or is to be: a payment request with no
+    /// purchase yet is bought now): a purchase the service has not taken yet is offered again, one
+    /// not locked yet is followed (and given up at its deadline), and a locked one is refunded when
+    /// the agent failed or did not deliver by its deadline.
     pub(super) async fn follow_payment(
         &self,
         t: &Translated,
@@ -114,7 +115,10 @@ impl Engine {
             .await
             .map_err(|e| ProxyError::Store(e.to_string()))?;
         let Some(purchase) = found.into_iter().next() else {
-            return Ok(stored);
+            // The payment request was stored but nothing bought: interlingua stopped between the
+            // agent's answer and the purchase. Buy it now (a purchase that did reach the service
+            // comes back as 409, the same purchase).
+            return self.pay_for(t, stored, cx).await;
         };
         let ended = stored.task.status.is_terminal();
         let purchase = match purchase.state {
