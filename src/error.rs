@@ -34,6 +34,10 @@ pub enum ProxyError {
     /// The request does not fit the front dialect (a missing or mistyped field).
     #[error("{0}")]
     InvalidRequest(String),
+    /// One field of the request is missing or of the wrong type (a `required` or `type` rule of
+    /// the front mapping); the front's `[error]` rules may say so field by field.
+    #[error("{message}")]
+    InvalidField { message: String, field: BadField },
     /// The input does not satisfy the agent's input schema.
     #[error("{message}")]
     InvalidInput {
@@ -98,6 +102,20 @@ pub enum ProxyError {
     Internal(String),
 }
 
+/// Which field of a request did not fit, and how: `error.location`, `error.field`,
+/// `error.problem` and `error.expected` in the error document a front mapping renders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadField {
+    /// `body`, `query`, `path` or `header`.
+    pub location: &'static str,
+    /// The field's name there (a body path's keys joined with dots).
+    pub name: String,
+    /// `missing` or `wrong_type`.
+    pub problem: &'static str,
+    /// For `wrong_type`: the JSON type wanted (`string`, `integer`, …).
+    pub expected: Option<&'static str>,
+}
+
 impl ProxyError {
     /// The HTTP status this error is answered with.
     pub fn status(&self) -> u16 {
@@ -109,7 +127,9 @@ impl ProxyError {
             ProxyError::UpstreamFailed { .. } => 502,
             ProxyError::UpstreamTimeout { .. } => 504,
             ProxyError::NoOperation { .. } => 404,
-            ProxyError::NotJson(_) | ProxyError::InvalidRequest(_) => 400,
+            ProxyError::NotJson(_)
+            | ProxyError::InvalidRequest(_)
+            | ProxyError::InvalidField { .. } => 400,
             ProxyError::InvalidInput { .. } => 400,
             ProxyError::TaskNotFound(_) => 404,
             ProxyError::Conflict(_) | ProxyError::TaskEnded(_) => 409,
@@ -142,7 +162,7 @@ impl ProxyError {
             ProxyError::UpstreamTimeout { .. } => "upstream_timeout",
             ProxyError::NoOperation { .. } => "no_operation",
             ProxyError::NotJson(_) => "invalid_json",
-            ProxyError::InvalidRequest(_) => "invalid_request",
+            ProxyError::InvalidRequest(_) | ProxyError::InvalidField { .. } => "invalid_request",
             ProxyError::InvalidInput { .. } => "invalid_input",
             ProxyError::TaskNotFound(_) => "task_not_found",
             ProxyError::Conflict(_) | ProxyError::TaskEnded(_) => "conflict",

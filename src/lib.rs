@@ -18,6 +18,7 @@
 //! | `error`     | what a request can end in, and its status |
 //! | `admin`     | `/healthz`, `/readyz`, `/metrics` on the admin listener |
 //! | `metrics`   | Prometheus counters and histograms |
+//! | `payment`   | paying agents on their own rail (a Masumi purchase), on the operator's account |
 //! | `telemetry` | logging and the access-log event |
 //! | `sample`    | sample agents for the demo |
 //!
@@ -43,6 +44,7 @@ pub mod error;
 pub mod hashing;
 pub mod limit;
 pub mod metrics;
+pub mod payment;
 pub mod proxy;
 pub mod sample;
 pub mod server;

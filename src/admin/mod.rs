@@ -1,8 +1,9 @@
 //! The admin listener. Open: `GET /healthz` (the process is up), `GET /readyz` (config loaded and
 //! every upstream resolvable), `GET /metrics` (Prometheus). Behind the admin token
 //! (`Authorization: Bearer …`, the value of `admin.token_env`): the credits API
-//! (`POST /credits/grant`, `POST /credits/revoke`, `GET /credits/balance`, `GET /credits/history`)
-//! and `GET /tasks/{id}`. Keep the listener off public networks.
+//! (`POST /credits/grant`, `POST /credits/revoke`, `GET /credits/balance`, `GET /credits/history`),
+//! `GET /tasks/{id}` (with its purchases) and `GET /tasks/{id}/purchases`. Keep the listener off
+//! public networks.
 
 use std::sync::Arc;
 
@@ -151,19 +152,34 @@ impl Admin {
                     }
                 }
             }
-            (&Method::GET, p) if p.starts_with("/tasks/") => {
-                let id = &p["/tasks/".len()..];
-                match store.get(id).await {
-                    Ok(Some(s)) => json_response(
-                        StatusCode::OK,
-                        &json!({"task": s.task, "version": s.version}),
-                    ),
-                    Ok(None) => error(
+            (&Method::GET, p) if p.starts_with("/tasks/") && p.ends_with("/purchases") => {
+                let id = &p["/tasks/".len()..p.len() - "/purchases".len()];
+                match (store.get(id).await, store.purchases(id).await) {
+                    (Ok(Some(_)), Ok(purchases)) => {
+                        json_response(StatusCode::OK, &json!({ "purchases": purchases }))
+                    }
+                    (Ok(None), _) => error(
                         StatusCode::NOT_FOUND,
                         "task_not_found",
                         &format!("task `{id}` not found"),
                     ),
-                    Err(e) => store_error(&e),
+                    (Err(e), _) | (_, Err(e)) => store_error(&e),
+                }
+            }
+            (&Method::GET, p) if p.starts_with("/tasks/") => {
+                let id = &p["/tasks/".len()..];
+                match (store.get(id).await, store.purchases(id).await) {
+                    // The purchases made for the task (on the agent's own payment rail) beside it.
+                    (Ok(Some(s)), Ok(purchases)) => json_response(
+                        StatusCode::OK,
+                        &json!({"task": s.task, "version": s.version, "purchases": purchases}),
+                    ),
+                    (Err(e), _) | (Ok(Some(_)), Err(e)) => store_error(&e),
+                    (Ok(None), _) => error(
+                        StatusCode::NOT_FOUND,
+                        "task_not_found",
+                        &format!("task `{id}` not found"),
+                    ),
                 }
             }
             _ => not_found(path),

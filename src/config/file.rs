@@ -176,6 +176,30 @@ pub struct RouteEntry {
     pub rate_limit: Option<RateLimitEntry>,
     pub upstream_auth: Option<Spanned<UpstreamAuthEntry>>,
     pub identity_headers: Option<IdentityHeadersEntry>,
+    /// The operator's payment service, through which interlingua pays an agent that charges
+    /// on a rail of its own (`payment = { masumi = { … } }`).
+    pub payment: Option<Spanned<PaymentEntry>>,
+}
+
+/// A route's `payment`: one rail, named by its key.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaymentEntry {
+    pub masumi: Option<Spanned<MasumiEntry>>,
+}
+
+/// `payment.masumi`: the operator's Masumi payment service (the purchaser side).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MasumiEntry {
+    /// Its API base, e.g. `http://127.0.0.1:3001/api/v1`.
+    pub url: Spanned<String>,
+    /// The variable holding its API key (a key with `canPay`).
+    pub token_env: Spanned<String>,
+    /// `Preprod` or `Mainnet`.
+    pub network: Option<Spanned<String>>,
+    /// How long after `payByTime` a purchase not yet locked is given up (the node's own grace).
+    pub lock_grace: Option<Spanned<String>>,
 }
 
 /// A route's `match` table.

@@ -5,6 +5,7 @@
 mod access;
 mod file;
 mod model;
+mod payment;
 mod problem;
 mod sections;
 mod units;

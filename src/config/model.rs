@@ -329,6 +329,45 @@ pub struct Route {
     pub translation: Translation,
     pub access: Access,
     pub price: Option<Price>,
+    /// The service interlingua pays the agent through, when the agent charges on its own rail.
+    pub payment: Option<PaymentService>,
+}
+
+/// A payment service on the operator's account, through which interlingua buys jobs from agents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PaymentService {
+    /// A Masumi payment service: purchases locked in Cardano escrow.
+    Masumi(MasumiService),
+}
+
+/// The operator's Masumi payment service (purchaser side).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MasumiService {
+    /// The API base, without a trailing slash (`…/api/v1`).
+    pub url: String,
+    /// Its API key, sent as the header `token`.
+    pub token: String,
+    pub network: MasumiNetwork,
+    /// How long after `payByTime` an unlocked purchase is given up.
+    pub lock_grace: Duration,
+}
+
+/// A Cardano network, as the Masumi payment service spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MasumiNetwork {
+    /// The test network.
+    Preprod,
+    /// The main network.
+    Mainnet,
+}
+
+impl MasumiNetwork {
+    pub fn name(self) -> &'static str {
+        match self {
+            MasumiNetwork::Preprod => "Preprod",
+            MasumiNetwork::Mainnet => "Mainnet",
+        }
+    }
 }
 
 impl Route {

@@ -12,6 +12,7 @@ use toml::Spanned;
 use super::access;
 use super::file::{self, LogFormatName};
 use super::model::*;
+use super::payment;
 use super::problem::Collector;
 use super::sections::RawConfig;
 use super::units::{parse_duration, parse_size};
@@ -395,6 +396,7 @@ fn routes(
         let translation = translation(r, &path, p);
         let access = access::access(r, &path, has_auth, p);
         let price = access::price(r, &path, p);
+        let payment = payment::payment(r, &path, p);
         if let (Some(Some(_)), Some(a)) = (&price, &access) {
             if !a.auth {
                 p.at(
@@ -413,6 +415,7 @@ fn routes(
             Some(translation),
             Some(access),
             Some(price),
+            Some(payment),
         ) = (
             upstream,
             front,
@@ -422,6 +425,7 @@ fn routes(
             translation,
             access,
             price,
+            payment,
         )
         else {
             continue;
@@ -448,6 +452,7 @@ fn routes(
                 translation,
                 access,
                 price,
+                payment,
             },
         ));
     }

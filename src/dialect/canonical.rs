@@ -8,7 +8,7 @@
 //! | `task` | the task (see `task::Task`) |
 //! | `step` | one step (in a shape bound to `step`, or the step an operation targets) |
 //! | `input` | input provided to a waiting task (`input.params`, `input.text`) |
-//! | `error` | an error being rendered or read (`status`, `code`, `message`, `reason`, `request_id`, `field_errors`) |
+//! | `error` | an error being rendered or read (`status`, `code`, `message`, `reason`, `request_id`, `field_errors`; for a missing or mistyped request field `location`, `field`, `problem`, `expected`) |
 //! | `availability` | `available` (bool), `message` |
 //! | `schema` | an input schema (MIP-003 Attachment 01 form) |
 //! | `search` | a task or step search: `status`, `name`, `task_id`, `step_id`, `agents`, `page`, `page_size`, `total`, `next_page` |
@@ -55,6 +55,8 @@ pub const TASK: &[&str] = &[
     "message",
     "conversation",
     "status_since",
+    "payment",
+    "payment.*",
 ];
 
 const STEP: &[&str] = &[
@@ -87,6 +89,10 @@ const ERROR: &[&str] = &[
     "request_id",
     "field_errors",
     "field_errors.*",
+    "location",
+    "field",
+    "problem",
+    "expected",
 ];
 
 /// Whether `path` (split on dots) names a canonical field. `var.*` names are checked elsewhere,

@@ -752,6 +752,25 @@ impl RuleCx<'_> {
                 None
             }
         });
+        let before_payment = op
+            .before_payment
+            .iter()
+            .flatten()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                let c = c.get_ref();
+                let holds = self.expr(
+                    Some(&c.holds),
+                    &format!("{where_}.before_payment[{i}].holds"),
+                    false,
+                    p,
+                )?;
+                Some(crate::dialect::mapping::PaymentCheck {
+                    holds,
+                    message: c.message.clone(),
+                })
+            })
+            .collect();
         let conditions = op
             .conditions
             .iter()
@@ -845,6 +864,7 @@ impl RuleCx<'_> {
             otherwise: op.otherwise.as_ref().map(|o| o.get_ref().clone()),
             validate,
             public: op.public.unwrap_or(kind == Operation::Describe),
+            before_payment,
             request,
             response,
         })
@@ -1411,6 +1431,55 @@ path = "/rpc"
         let by_key = |k: &str| m.ops.iter().find(|o| o.key == k).unwrap();
         assert!(by_key("provide_input").timeout_answers_task);
         assert!(!by_key("create_task").timeout_answers_task);
+    }
+
+    #[test]
+    fn before_payment_checks_are_compiled_checked_and_evaluated_on_the_task() {
+        use serde_json::json;
+        let text = r#"dialect = "payer"
+[vars]
+salt = "s"
+[operations.create_task]
+method = "POST"
+path = "/jobs"
+response = [
+  { json = "$.id", field = "task.id" },
+  { json = "$.pay.ref", field = "task.payment.ref" },
+  { json = "$.pay.hash", field = "task.payment.hash" },
+]
+before_payment = [
+  { holds = "task.payment.hash == concat(task.input.text, var.salt)", message = "not the hash of what was sent" },
+]
+"#;
+        let m = parse(text, "payer.toml").unwrap();
+        assert!(m.carries_payment());
+        let op = m.op(Operation::CreateTask).unwrap();
+        assert_eq!(op.before_payment.len(), 1);
+        assert_eq!(
+            op.before_payment[0].message,
+            "not the hash of what was sent"
+        );
+        let ctx = super::super::Context {
+            mapping: &m,
+            vars: &m.vars,
+        };
+        let task = |hash: &str| json!({"task": {"input": {"text": "hi"}, "payment": {"ref": "r", "hash": hash}}});
+        let check = &op.before_payment[0].holds;
+        assert!(super::super::holds(check, &task("his"), &ctx));
+        assert!(!super::super::holds(check, &task("hers"), &ctx));
+        // A check naming what does not exist is a problem of the file, with its place.
+        let broken = text.replace("var.salt", "var.pepper");
+        let problems = parse(&broken, "payer.toml").unwrap_err().to_string();
+        assert!(
+            problems.contains("operations.create_task.before_payment[0].holds")
+                && problems.contains("unknown variable `pepper`"),
+            "{problems}"
+        );
+        // A back whose answers read nothing into task.payment cannot be paid for.
+        let free = text
+            .replace("task.payment.ref", "task.name")
+            .replace("task.payment.hash", "task.message");
+        assert!(!parse(&free, "free.toml").unwrap().carries_payment());
     }
 
     #[test]

@@ -196,8 +196,22 @@ pub struct OperationSection {
     /// Front: whether it is answered without a token on routes with auth. Default: `describe`
     /// forms are (discovery documents), others are not.
     pub public: Option<bool>,
+    /// Back, create_task: what must hold of the task, once the agent's answer is in it, before
+    /// the route's payment rail pays for the job; a check that fails fails the task (reason
+    /// `payment`, its message saying why) and nothing is paid.
+    pub before_payment: Option<Vec<Spanned<PaymentCheck>>>,
     pub request: Option<Vec<Spanned<FieldRule>>>,
     pub response: Option<Vec<Spanned<FieldRule>>>,
+}
+
+/// One check of `before_payment`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaymentCheck {
+    /// An expression over the task (as the back's mapping sees it) that must be truthy.
+    pub holds: Spanned<String>,
+    /// Why the task failed, when it does not hold.
+    pub message: String,
 }
 
 /// One kind of event of a stream.

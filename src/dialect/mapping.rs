@@ -79,6 +79,19 @@ impl Mapping {
             .find(|r| r.method == *method && r.path.matches(path).is_some())
     }
 
+    /// Whether this dialect, as a back, can carry a payment request: its create_task answer is
+    /// read into `task.payment`.
+    pub fn carries_payment(&self) -> bool {
+        self.forms(Operation::CreateTask).any(|o| {
+            o.response.0.iter().any(|r| {
+                r.direction != Direction::Emit
+                    && r.field
+                        .as_ref()
+                        .is_some_and(|f| f.len() >= 2 && f[0] == "task" && f[1] == "payment")
+            })
+        })
+    }
+
     /// The `[status]` table.
     pub fn status_table(&self) -> Option<&Table> {
         self.tables.get("status").map(|t| &**t)
@@ -294,8 +307,17 @@ pub struct Op {
     pub validate: Option<Vec<String>>,
     /// Front: answered without a token on routes with auth.
     pub public: bool,
+    /// Back, create_task: what must hold before the route's payment rail pays for the job.
+    pub before_payment: Vec<PaymentCheck>,
     pub request: Rules,
     pub response: Rules,
+}
+
+/// A condition the task must meet before a job is paid for, and what to say when it does not.
+#[derive(Debug, Clone)]
+pub struct PaymentCheck {
+    pub holds: Expr,
+    pub message: String,
 }
 
 /// A back call that is part of an operation.

@@ -154,6 +154,32 @@ pub fn load_for(config: &crate::config::Config) -> Result<Dialects, Problems> {
                 }
             }
         }
+        // A payment service pays for what the back's answers ask: a back that never carries a
+        // payment request has nothing to pay.
+        if let (Some(_), crate::config::Dialect::Mapped(back)) = (&r.payment, &r.back) {
+            if dialects.get(back).is_some_and(|m| !m.carries_payment()) {
+                problems.push(Problem {
+                    location: Location {
+                        file: config.origin.clone(),
+                        line_col: None,
+                        path: format!("routes[{i}].payment"),
+                    },
+                    message: format!(
+                        "the back `{back}` carries no payment request (its create_task answer reads nothing into task.payment)"
+                    ),
+                });
+            }
+        }
+        if r.payment.is_some() && r.back == crate::config::Dialect::Passthrough {
+            problems.push(Problem {
+                location: Location {
+                    file: config.origin.clone(),
+                    line_col: None,
+                    path: format!("routes[{i}].payment"),
+                },
+                message: "a passthrough route forwards unchanged: it cannot pay".to_string(),
+            });
+        }
         for (dialect, values) in &r.translation.vars {
             let problem = |message: String| Problem {
                 location: Location {

@@ -303,6 +303,58 @@ impl Client {
     }
 }
 
+impl Client {
+    /// POSTs `body` as JSON to `url` with `headers` besides, within `timeout`; returns the
+    /// status and body (at most [`MAX_RESPONSE`]). Used for services other than the routes'
+    /// upstreams (a payment service), on connections of the same pool.
+    pub async fn post_json(
+        &self,
+        url: &Url,
+        headers: &[(&str, &str)],
+        body: &serde_json::Value,
+        timeout: Duration,
+    ) -> Result<(u16, Bytes), String> {
+        let work = async {
+            let addr = tokio::net::lookup_host((url.host.as_str(), url.port))
+                .await
+                .map_err(|e| format!("cannot resolve `{}`: {e}", url.host))?
+                .next()
+                .ok_or_else(|| format!("`{}` resolves to no address", url.host))?;
+            let mut peer = HttpPeer::new(addr, url.tls, url.host.clone());
+            peer.options.connection_timeout = Some(timeout);
+            peer.options.read_timeout = Some(timeout);
+            peer.options.write_timeout = Some(timeout);
+            let payload = Bytes::from(serde_json::to_vec(body).map_err(|e| e.to_string())?);
+            let mut req = RequestHeader::build(http::Method::POST, url.target.as_bytes(), None)
+                .map_err(|e| e.to_string())?;
+            let length = payload.len().to_string();
+            for (name, value) in [
+                ("host", url.host.as_str()),
+                ("accept", "application/json"),
+                ("content-type", "application/json"),
+                ("content-length", length.as_str()),
+            ]
+            .into_iter()
+            .chain(headers.iter().copied())
+            {
+                req.insert_header(name.to_string(), value)
+                    .map_err(|e| e.to_string())?;
+            }
+            let attempt = |req: RequestHeader| self.exchange(&peer, req, Some(payload.clone()));
+            // A pooled connection the service had closed: once more on a new one.
+            let (status, _, body) = match attempt(req.clone()).await {
+                Err((e, true)) if e.retry() => attempt(req).await,
+                other => other,
+            }
+            .map_err(|(e, _)| e.to_string())?;
+            Ok((status, body))
+        };
+        tokio::time::timeout(timeout, work)
+            .await
+            .map_err(|_| format!("no answer within {timeout:?}"))?
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Url;

@@ -16,6 +16,7 @@
 pub mod client;
 mod follow;
 mod ops;
+mod pay;
 mod steps;
 mod stream;
 pub mod views;
@@ -58,6 +59,8 @@ pub struct Translated {
     pub owned: bool,
     /// Headers every call to the back carries: the route's credential, the caller's identity.
     pub access: Access,
+    /// The service interlingua pays the agent through, when the route names one.
+    pub payment: Option<crate::config::PaymentService>,
 }
 
 impl Translated {
@@ -86,6 +89,7 @@ impl Translated {
             price: route.price.clone(),
             owned: route.access.auth,
             access: route.access.clone(),
+            payment: route.payment.clone(),
         }
     }
 
@@ -575,6 +579,92 @@ fn parse_answer(raw: &[u8]) -> Option<Value> {
     Some(Value::String(text.into_owned()))
 }
 
+/// A front request the mapping cannot read. A missing or mistyped field says which, so that the
+/// front's error rules can answer field by field (FastAPI's 422 `detail` list, for one).
 fn invalid_request(e: CodecError) -> ProxyError {
-    ProxyError::InvalidRequest(e.to_string())
+    let (problem, expected) = match &e {
+        CodecError::Missing { .. } => ("missing", None),
+        CodecError::WrongType { expected, .. } => (
+            "wrong_type",
+            Some(expected.trim_start_matches("an ").trim_start_matches("a ")),
+        ),
+        _ => return ProxyError::InvalidRequest(e.to_string()),
+    };
+    let (location, name) = field_place(e.field());
+    ProxyError::InvalidField {
+        message: e.to_string(),
+        field: crate::error::BadField {
+            location,
+            name,
+            problem,
+            expected,
+        },
+    }
+}
+
+/// Where a rule's label (`$.a.b`, `query job_id`, `param did`, `header X`) points: the part of
+/// the request, and the field's name in it.
+fn field_place(label: &str) -> (&'static str, String) {
+    for (prefix, location) in [
+        ("query ", "query"),
+        ("param ", "path"),
+        ("header ", "header"),
+    ] {
+        if let Some(name) = label.strip_prefix(prefix) {
+            return (location, name.to_string());
+        }
+    }
+    let name = label.trim_start_matches('$').trim_start_matches('.');
+    ("body", name.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_or_mistyped_field_says_where_it_is_and_what_was_wanted() {
+        let missing = invalid_request(CodecError::Missing {
+            field: "$.identifier_from_purchaser".to_string(),
+        });
+        let ProxyError::InvalidField { field, message } = &missing else {
+            panic!("{missing:?}");
+        };
+        assert_eq!(
+            (
+                field.location,
+                field.name.as_str(),
+                field.problem,
+                field.expected
+            ),
+            ("body", "identifier_from_purchaser", "missing", None)
+        );
+        assert_eq!(message, "`$.identifier_from_purchaser` is missing");
+        assert_eq!(missing.status(), 400);
+        let typed = invalid_request(CodecError::WrongType {
+            field: "query job_id".to_string(),
+            expected: "a string",
+        });
+        let ProxyError::InvalidField { field, .. } = &typed else {
+            panic!("{typed:?}");
+        };
+        assert_eq!(
+            (
+                field.location,
+                field.name.as_str(),
+                field.problem,
+                field.expected
+            ),
+            ("query", "job_id", "wrong_type", Some("string"))
+        );
+        let doc = views::error_doc(&typed, "r-1");
+        assert_eq!(doc["error"]["location"], "query");
+        assert_eq!(doc["error"]["expected"], "string");
+        // Anything else stays a plain invalid request.
+        let other = invalid_request(CodecError::Invalid {
+            field: "$.x".to_string(),
+            message: "odd".to_string(),
+        });
+        assert!(matches!(other, ProxyError::InvalidRequest(_)));
+    }
 }

@@ -121,6 +121,7 @@ impl Engine {
             .upstream_id
             .get_or_insert_with(|| stored.task.id.clone());
         let mut stored = self.apply(t, stored, patch, cx).await?;
+        stored = self.pay_for(t, stored, cx).await?;
         if !stored.task.status.is_terminal() {
             if let Some(w) = self.watcher.get().and_then(std::sync::Weak::upgrade) {
                 w.watch(&stored.task.id, &t.route);
@@ -305,16 +306,15 @@ impl Engine {
         let mut patch = patch_from_back(&answer, &t.upstream.config.name, &t.back.name)?;
         patch.status.get_or_insert(Status::Running);
         patch.upstream_id = None;
-        let mut task = stored.task.clone();
-        task.turn += 1;
+        patch.next_turn = true;
         if let Some(i) = waiting {
-            task.steps[i].input.params = at(&input, "params").cloned();
-            task.steps[i].input.text = text_at(&input, "text");
+            let given = crate::task::Input {
+                text: text_at(&input, "text"),
+                params: at(&input, "params").cloned(),
+                artifacts: None,
+            };
+            patch.answered = Some((stored.task.steps[i].id.clone(), given));
         }
-        let stored = Stored {
-            task,
-            version: stored.version,
-        };
         let mut stored = self.apply(t, stored, patch, cx).await?;
         if fop.waits(&request_doc, &t.front_ctx()) {
             stored = self.wait_until_settled(t, fop, stored, cx).await?;
@@ -666,6 +666,7 @@ impl Engine {
         let answer = self.call_back(t, Operation::GetTask, &back_doc, cx).await?;
         let patch = patch_from_back(&answer, &t.upstream.config.name, &t.back.name)?;
         let stored = self.apply(t, stored, patch, cx).await?;
+        let stored = self.follow_payment(t, stored, cx).await?;
         *last = Some(started);
         drop(last);
         if stored.task.status.is_terminal() {

@@ -122,6 +122,7 @@ fn task_field(task: &Task, name: &str) -> Value {
         "client_ref" => json(&task.client_ref),
         "turn" => json(&task.turn),
         "status_since" => task.status_since.as_ref().map_or(Value::Null, time),
+        "payment" => json(&task.payment),
         _ => Value::Null,
     }
 }
@@ -228,6 +229,14 @@ pub fn error_doc(err: &ProxyError, request_id: &str) -> Value {
     });
     match err {
         ProxyError::InvalidInput { field_errors, .. } => e["field_errors"] = json!(field_errors),
+        ProxyError::InvalidField { field, .. } => {
+            e["location"] = json!(field.location);
+            e["field"] = json!(field.name);
+            e["problem"] = json!(field.problem);
+            if let Some(t) = field.expected {
+                e["expected"] = json!(t);
+            }
+        }
         ProxyError::PaymentRequired { available, price } => {
             e["available"] = json!(available);
             e["price"] = json!(price);
@@ -303,6 +312,7 @@ mod tests {
             client_ref: Some("mine".to_string()),
             turn: 2,
             status_since: Some(at + chrono::Duration::seconds(2)),
+            payment: Some(json!({"blockchainIdentifier": "b-1", "payByTime": 1795398344446_u64})),
         }
     }
 

@@ -39,6 +39,7 @@ pub async fn error(
         ProxyError::NoOperation { .. }
         | ProxyError::NotJson(_)
         | ProxyError::InvalidRequest(_)
+        | ProxyError::InvalidField { .. }
         | ProxyError::InvalidInput { .. }
         | ProxyError::TaskNotFound(_)
         | ProxyError::Conflict(_)
@@ -124,6 +125,7 @@ fn error_headers(err: &ProxyError) -> Vec<(&'static str, String)> {
         | ProxyError::NoOperation { .. }
         | ProxyError::NotJson(_)
         | ProxyError::InvalidRequest(_)
+        | ProxyError::InvalidField { .. }
         | ProxyError::InvalidInput { .. }
         | ProxyError::TaskNotFound(_)
         | ProxyError::Conflict(_)

@@ -150,6 +150,7 @@ mod tests {
             },
             access: Default::default(),
             price: None,
+            payment: None,
         }
     }
 

@@ -8,6 +8,7 @@
 mod ledger;
 pub mod model;
 pub mod observe;
+pub mod purchases;
 mod readers;
 mod rows;
 pub mod store;
@@ -18,4 +19,5 @@ mod writer;
 
 pub use model::*;
 pub use observe::{Observation, StepSource};
+pub use purchases::{Purchase, PurchaseState};
 pub use store::{SqliteStore, StoreError, Stored, TaskQuery, TaskStore, Unfinished};

@@ -234,6 +234,11 @@ pub struct Task {
     /// A task waiting for input or payment ends once it has waited the route's `input_timeout`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_since: Option<DateTime<Utc>>,
+    /// The payment request the back's answer carried (a Masumi agent's `blockchainIdentifier`,
+    /// times, seller key, …), verbatim: the route's payment rail buys the job with it, and a front
+    /// of the same dialect shows it as the agent sent it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payment: Option<Value>,
 }
 
 /// What an upstream answer says about a task: only the fields it carried.
@@ -250,6 +255,15 @@ pub struct TaskPatch {
     pub message: Option<String>,
     pub steps: Option<Vec<StepPatch>>,
     pub cost: Option<u64>,
+    pub payment: Option<Value>,
+    /// Input the client gave the step that waited for it (by the step's id): part of the patch,
+    /// not set on a copy of the task beforehand, so that an update redone on a newer version
+    /// (a watcher's write came first) keeps it. Set by the engine, never read from an answer.
+    #[serde(skip)]
+    pub answered: Option<(String, Input)>,
+    /// The back has been given input once more (a turn-based back's next turn).
+    #[serde(skip)]
+    pub next_turn: bool,
 }
 
 /// Output fields an answer carried.
@@ -340,6 +354,7 @@ impl Task {
             client_ref: None,
             turn: 0,
             status_since: None,
+            payment: None,
         }
     }
 }

@@ -49,6 +49,15 @@ impl Task {
         if self.status.is_terminal() {
             return Observation::default();
         }
+        if let Some((step_id, input)) = patch.answered {
+            if let Some(step) = self.steps.iter_mut().find(|s| s.id == step_id) {
+                step.input.text = input.text;
+                step.input.params = input.params;
+            }
+        }
+        if patch.next_turn {
+            self.turn += 1;
+        }
         if let Some(id) = patch.upstream_id {
             self.upstream_id = Some(id);
         }
@@ -57,6 +66,10 @@ impl Task {
         }
         if let Some(r) = patch.status_ref {
             self.status_ref = Some(r);
+        }
+        // Kept as the back sent it: the first answer that carries a payment request names it.
+        if let Some(p) = patch.payment {
+            self.payment.get_or_insert(p);
         }
         // The agent's words belong to the state they came with.
         if patch.message.is_some() || patch.status.is_some_and(|s| s != self.status) {
@@ -267,6 +280,45 @@ mod tests {
         TaskPatch {
             status: Some(s),
             ..TaskPatch::default()
+        }
+    }
+
+    #[test]
+    fn input_for_the_waiting_step_travels_in_the_patch_and_survives_a_redo() {
+        let now = Utc::now();
+        let mut t = Task::new("r", now);
+        t.start_steps(now);
+        t.observe(status(Status::AwaitingInput), StepSource::Synthesized, now);
+        let waiting = t.steps.last().unwrap().id.clone();
+        let mut answer = status(Status::Running);
+        answer.next_turn = true;
+        answer.answered = Some((
+            waiting.clone(),
+            Input {
+                text: Some("more".into()),
+                params: Some(serde_json::json!({"more": "yes"})),
+                artifacts: None,
+            },
+        ));
+        // The engine folds the same patch into whichever version of the task it stores: here the
+        // one a concurrent poll wrote in between (a status id renewed).
+        let mut newer = t.clone();
+        newer.observe(
+            TaskPatch {
+                status_ref: Some("s-2".into()),
+                ..TaskPatch::default()
+            },
+            StepSource::Synthesized,
+            now,
+        );
+        for task in [&mut t, &mut newer] {
+            let turn = task.turn;
+            task.observe(answer.clone(), StepSource::Synthesized, now);
+            let step = task.steps.iter().find(|s| s.id == waiting).unwrap();
+            assert_eq!(step.input.text.as_deref(), Some("more"));
+            assert_eq!(step.input.params, Some(serde_json::json!({"more": "yes"})));
+            assert_eq!(task.turn, turn + 1);
+            assert_eq!(task.status, Status::Running);
         }
     }
 

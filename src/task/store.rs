@@ -13,6 +13,7 @@ use rusqlite::Connection;
 
 use super::ledger;
 use super::model::{Status, Task};
+use super::purchases::Purchase;
 use super::readers::Readers;
 use super::rows::{self, Row};
 use super::writer::Writer;
@@ -124,6 +125,10 @@ pub trait TaskStore: Send + Sync {
     async fn search(&self, query: &TaskQuery) -> Result<(Vec<Task>, u64), StoreError>;
     /// Every task that has not ended, oldest first (for watchers resuming after a restart).
     async fn unfinished(&self) -> Result<Vec<Unfinished>, StoreError>;
+    /// Records a purchase made for a task (replacing the task's earlier record of it).
+    async fn save_purchase(&self, purchase: &Purchase) -> Result<(), StoreError>;
+    /// The purchases made for a task.
+    async fn purchases(&self, task_id: &str) -> Result<Vec<Purchase>, StoreError>;
 }
 
 /// The SQLite task store: one writer thread that commits writes in groups (see
@@ -215,6 +220,8 @@ impl SqliteStore {
         // Every write statement (tasks, ledger, the batch's own brackets) stays prepared.
         conn.set_prepared_statement_cache_capacity(64);
         conn.execute_batch(SCHEMA).map_err(backend)?;
+        conn.execute_batch(super::purchases::SCHEMA)
+            .map_err(backend)?;
         Ok(SqliteStore {
             readers,
             writer: Writer::start(conn)?,
@@ -358,6 +365,19 @@ impl TaskStore for SqliteStore {
 
     async fn unfinished(&self) -> Result<Vec<Unfinished>, StoreError> {
         self.read(false, rows::unfinished).await
+    }
+
+    async fn save_purchase(&self, purchase: &Purchase) -> Result<(), StoreError> {
+        let purchase = purchase.clone();
+        self.writer
+            .run(move |c| super::purchases::save(c, &purchase))
+            .await
+    }
+
+    async fn purchases(&self, task_id: &str) -> Result<Vec<Purchase>, StoreError> {
+        let id = task_id.to_string();
+        self.read(false, move |c| super::purchases::of_task(c, &id))
+            .await
     }
 }
 

@@ -6,10 +6,26 @@ Serves, under the base path /api/v1 (so PAYMENT_SERVICE_URL=http://127.0.0.1:<po
   P2  POST /api/v1/payment/resolve-blockchain-identifier    (also with a trailing slash)
   P3  POST /api/v1/payment/submit-result                    (also with a trailing slash)
       GET  /api/v1/health                                   -> {"status":"success","data":{"status":"ok"}}
+Purchaser side (PAYMENTS.md sections 2.3-2.6 and 2.13), sharing state with the seller side: a seller payment reports
+onChainState "FundsLocked" once a purchase of its blockchainIdentifier has locked funds.
+  P1  POST /api/v1/purchase                                  (also with a trailing slash) -> Purchase; repeated -> 409
+  P2  POST /api/v1/purchase/resolve-blockchain-identifier    -> Purchase (the lock happens on its first poll by default)
+  P4  POST /api/v1/purchase/request-refund                   -> Purchase with NextAction SetRefundRequestedRequested
 Test helpers (not part of the real node):
       GET  /_log       -> {"requests":[{"seq","t","method","path","token","body"}, ...]}  every request received
       GET  /_payments  -> {"payments":{<blockchainIdentifier>: <payment object + "_polls">}}
-      POST /_config    -> body: any of {"lock_on_poll":int, "strict":bool, "fail_create":bool, "api_key":str|null}
+      GET  /_purchases -> {"purchases":{<blockchainIdentifier>: <purchase object + "_polls">}}
+      POST /_config    -> body: any of {"lock_on_poll":int, "strict":bool, "fail_create":bool, "api_key":str|null,
+                          "purchaser_api_key":str|null, "purchase_mode":"lock"|"never"|"refuse",
+                          "refuse_message":str, "pay_by_ms":int|null, "submit_result_ms":int|null,
+                          "lock_grace_ms":int, "refund_conflicts":int, "lost_purchase_answers":int,
+                          "paid_amount":str}
+                          purchase_mode: lock = funds locked on the purchase's first P2 poll; never = never locked
+                          (FundsOrDatumInvalid once payByTime + lock_grace_ms has passed); refuse = P1 answers 400
+                          with refuse_message. pay_by_ms / submit_result_ms: the seller's payByTime / submitResultTime
+                          become now + that many ms (short deadlines for tests). refund_conflicts: that many P4 calls
+                          answer 409 first. lost_purchase_answers: that many P1 calls make the purchase but answer
+                          500 (an answer lost on the way: the purchaser's retry then meets 409).
       POST /_lock      -> body {"blockchainIdentifier":"..."}: set onChainState "FundsLocked" now
       POST /_reset     -> clear log and payments
 
@@ -22,7 +38,8 @@ Environment (all optional):
                         1 = on the first poll (instant buyer). 0 = never (job stays awaiting_payment; use /_lock).
   STANDIN_STRICT        1 (default) or 0: validate P1 like the real node: identifierFromPurchaser 14-26 chars,
                         even length, hex; agentIdentifier 57-250 chars. Failure -> 400 error envelope.
-  STANDIN_API_KEY       if set, every /api/v1 request must carry header `token: <value>`, else 401.
+  STANDIN_API_KEY       if set, every seller-side /api/v1 request must carry header `token: <value>`, else 401.
+  STANDIN_PURCHASER_API_KEY  if set, every purchaser-side request (/api/v1/purchase...) must carry it as `token`.
   STANDIN_WATCH_STDIN   auto (default: watch only a pipe/socket), 1 (always), 0 (never).
   PEER_WATCH_PARENT     1 (default): exit when the parent process dies (checked every 0.5 s); 0 disables.
   PEER_LOG_LEVEL        uvicorn log level, default "warning".
@@ -58,7 +75,18 @@ STATE = {
     "strict": _env_bool("STANDIN_STRICT", True),
     "fail_create": False,
     "api_key": os.environ.get("STANDIN_API_KEY") or None,
+    "purchaser_api_key": os.environ.get("STANDIN_PURCHASER_API_KEY") or None,
+    "purchase_mode": "lock",
+    "refuse_message": "Not enough funds in wallets",
+    "pay_by_ms": None,
+    "submit_result_ms": None,
+    "lock_grace_ms": 5 * 60 * 1000,
+    "refund_conflicts": 0,
+    "lost_purchase_answers": 0,
+    "paid_amount": "5000000",
     "payments": {},  # blockchainIdentifier -> payment dict
+    "purchases": {},  # blockchainIdentifier -> purchase dict
+    "purchase_polls": {},
     "polls": {},  # blockchainIdentifier -> number of resolve polls
     "log": [],
     "seq": 0,
@@ -157,6 +185,10 @@ async def create_payment(request: Request):
         )
     except Exception as e:
         return err(400, f"Invalid time: {e}")
+    if STATE["pay_by_ms"] is not None:
+        pay_by = now_ms + int(STATE["pay_by_ms"])
+    if STATE["submit_result_ms"] is not None:
+        submit = now_ms + int(STATE["submit_result_ms"])
     bid = "mock_" + secrets.token_hex(16)
     payment = {
         "id": secrets.token_hex(12),
@@ -205,6 +237,187 @@ async def resolve(request: Request):
         if p["onChainState"] is None and lop > 0 and n >= lop:
             p["onChainState"] = "FundsLocked"
         return ok(_public(p))
+
+
+HEX = re.compile(r"[0-9a-fA-F]+")
+DIGITS = re.compile(r"[0-9]+")
+TIMES = ("payByTime", "submitResultTime", "unlockTime", "externalDisputeUnlockTime")
+
+
+def _purchaser_auth(request: Request):
+    key = STATE["purchaser_api_key"]
+    if key is not None and request.headers.get("token") != key:
+        return err(401, "Unauthorized, no authentication token provided")
+    return None
+
+
+def _validate_purchase(body):
+    """The node's P1 schema (section 2.3): names and types. Unknown keys are dropped, as zod does, so the seller's
+    spelling `sellerVKey` leaves `sellerVkey` missing."""
+    for key in ("blockchainIdentifier", "network", "sellerVkey", "agentIdentifier", "identifierFromPurchaser",
+                "inputHash") + TIMES:
+        if not isinstance(body.get(key), str):
+            return f"{key}: Required string"
+    if body["network"] not in ("Preprod", "Mainnet"):
+        return "network: Invalid enum value. Expected 'Preprod' | 'Mainnet'"
+    if not (57 <= len(body["agentIdentifier"]) <= 250):
+        return "agentIdentifier: String must contain between 57 and 250 character(s)"
+    ifp = body["identifierFromPurchaser"]
+    if not (14 <= len(ifp) <= 26) or len(ifp) % 2 != 0 or not HEX.fullmatch(ifp):
+        return "identifierFromPurchaser: must be 14-26 hex characters of even length"
+    if not HEX.fullmatch(body["inputHash"]):
+        return "Input hash is not a valid hex string"
+    for key in TIMES:
+        if not DIGITS.fullmatch(body[key]):
+            return f"{key}: must be a number of milliseconds as a string"
+    return None
+
+
+def _signed_fields_match(body, payment):
+    """What the real node checks with the seller's signature: the request repeats the seller's values exactly."""
+    if payment is None:
+        return "Invalid blockchain identifier, format invalid"
+    if body["identifierFromPurchaser"] != payment["identifierFromPurchaser"]:
+        return "Invalid blockchain identifier, purchaser id mismatch"
+    if body["agentIdentifier"] != payment["agentIdentifier"]:
+        return "Invalid blockchain identifier, agent identifier mismatch"
+    if body["inputHash"] != payment.get("inputHash") or any(body[k] != payment[k] for k in TIMES):
+        return "Invalid blockchain identifier, signature invalid"
+    return None
+
+
+def _set_lock(purchase, payment):
+    purchase["onChainState"] = "FundsLocked"
+    purchase["NextAction"] = {"requestedAction": "WaitingForExternalAction", "errorType": None, "errorNote": None}
+    purchase["CurrentTransaction"] = {"txHash": "tx_" + secrets.token_hex(8), "status": "Confirmed"}
+    if payment is not None and payment["onChainState"] is None:
+        payment["onChainState"] = "FundsLocked"
+
+
+@app.post(BASE + "/purchase")
+@app.post(BASE + "/purchase/")
+async def create_purchase(request: Request):
+    body, perr = await _read_json(request)
+    denied = _purchaser_auth(request)
+    if denied:
+        return denied
+    if perr is not None or not isinstance(body, dict):
+        return err(400, "Invalid JSON body")
+    problem = _validate_purchase(body)
+    if problem:
+        return err(400, problem)
+    bid = body["blockchainIdentifier"]
+    with LOCK:
+        existing = STATE["purchases"].get(bid)
+        if existing is not None:
+            return JSONResponse(
+                status_code=409,
+                content={"status": "error", "error": {"message": "Purchase exists"}, "id": existing["id"],
+                         "object": _public(existing)},
+            )
+        if STATE["purchase_mode"] == "refuse":
+            return err(400, STATE["refuse_message"])
+        problem = _signed_fields_match(body, STATE["payments"].get(bid))
+        if problem:
+            return err(400, problem)
+        now = datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+        purchase = {
+            "id": "cl" + secrets.token_hex(11),
+            "createdAt": now,
+            "updatedAt": now,
+            "blockchainIdentifier": bid,
+            "agentIdentifier": body["agentIdentifier"],
+            "pricingType": "Fixed",
+            "payByTime": body["payByTime"],
+            "submitResultTime": body["submitResultTime"],
+            "unlockTime": body["unlockTime"],
+            "externalDisputeUnlockTime": body["externalDisputeUnlockTime"],
+            "onChainState": None,
+            "NextAction": {"requestedAction": "FundsLockingRequested", "errorType": None, "errorNote": None},
+            "inputHash": body["inputHash"],
+            "resultHash": None,
+            "PaidFunds": [{"amount": STATE["paid_amount"], "unit": ""}],
+            "CurrentTransaction": None,
+            "_mode": STATE["purchase_mode"],
+        }
+        STATE["purchases"][bid] = purchase
+        STATE["purchase_polls"][bid] = 0
+        if STATE["lost_purchase_answers"] > 0:
+            STATE["lost_purchase_answers"] -= 1
+            return err(500, "Internal Server Error")
+        return ok(_public(purchase))
+
+
+@app.post(BASE + "/purchase/resolve-blockchain-identifier")
+@app.post(BASE + "/purchase/resolve-blockchain-identifier/")
+async def resolve_purchase(request: Request):
+    body, perr = await _read_json(request)
+    denied = _purchaser_auth(request)
+    if denied:
+        return denied
+    if perr is not None or not isinstance(body, dict):
+        return err(400, "Invalid JSON body")
+    if "includeHistory" in body and not isinstance(body["includeHistory"], str):
+        return err(400, "includeHistory: Expected string")
+    bid = body.get("blockchainIdentifier")
+    with LOCK:
+        purchase = STATE["purchases"].get(bid)
+        if purchase is None:
+            return err(404, "Purchase not found")
+        STATE["purchase_polls"][bid] += 1
+        payment = STATE["payments"].get(bid)
+        now_ms = int(time.time() * 1000)
+        if purchase["onChainState"] is None:
+            if purchase["_mode"] == "lock":
+                _set_lock(purchase, payment)
+            elif now_ms > int(purchase["payByTime"]) + int(STATE["lock_grace_ms"]):
+                purchase["onChainState"] = "FundsOrDatumInvalid"
+                purchase["NextAction"] = {
+                    "requestedAction": "WaitingForManualAction",
+                    "errorType": "Unknown",
+                    "errorNote": f"Purchase request payByTime ({purchase['payByTime']}) passed without on-chain lock",
+                }
+        # The seller's result, once on chain, is seen by the buyer too.
+        if payment is not None and payment["onChainState"] == "ResultSubmitted" and purchase["onChainState"] == "FundsLocked":
+            purchase["onChainState"] = "ResultSubmitted"
+            purchase["resultHash"] = payment["resultHash"]
+        return ok(_public(purchase))
+
+
+@app.post(BASE + "/purchase/request-refund")
+@app.post(BASE + "/purchase/request-refund/")
+async def request_refund(request: Request):
+    body, perr = await _read_json(request)
+    denied = _purchaser_auth(request)
+    if denied:
+        return denied
+    if perr is not None or not isinstance(body, dict):
+        return err(400, "Invalid JSON body")
+    bid = body.get("blockchainIdentifier")
+    with LOCK:
+        purchase = STATE["purchases"].get(bid)
+        if STATE["refund_conflicts"] > 0:
+            STATE["refund_conflicts"] -= 1
+            return err(409, "Purchase state changed concurrently; retry against the new state")
+        if (
+            purchase is None
+            or purchase["onChainState"] not in ("FundsLocked", "ResultSubmitted")
+            or purchase["NextAction"]["requestedAction"] != "WaitingForExternalAction"
+            or purchase["CurrentTransaction"] is None
+        ):
+            return err(404, "Purchase not found or not in valid state")
+        purchase["NextAction"] = {"requestedAction": "SetRefundRequestedRequested", "errorType": None, "errorNote": None}
+        return ok(_public(purchase))
+
+
+@app.get("/_purchases")
+async def get_purchases():
+    with LOCK:
+        return {
+            "purchases": {
+                k: dict(_public(v), _polls=STATE["purchase_polls"].get(k, 0)) for k, v in STATE["purchases"].items()
+            }
+        }
 
 
 @app.post(BASE + "/payment/submit-result")
@@ -259,10 +472,13 @@ async def get_payments():
 async def set_config(request: Request):
     body = await request.json()
     with LOCK:
-        for k in ("lock_on_poll", "strict", "fail_create", "api_key"):
+        keys = ("lock_on_poll", "strict", "fail_create", "api_key", "purchaser_api_key", "purchase_mode",
+                "refuse_message", "pay_by_ms", "submit_result_ms", "lock_grace_ms", "refund_conflicts",
+                "lost_purchase_answers", "paid_amount")
+        for k in keys:
             if k in body:
                 STATE[k] = body[k]
-        return {k: STATE[k] for k in ("lock_on_poll", "strict", "fail_create", "api_key")}
+        return {k: STATE[k] for k in keys}
 
 
 @app.post("/_lock")
@@ -283,6 +499,8 @@ async def reset():
     with LOCK:
         STATE["payments"].clear()
         STATE["polls"].clear()
+        STATE["purchases"].clear()
+        STATE["purchase_polls"].clear()
         STATE["log"].clear()
     return {"ok": True}
 

@@ -1,0 +1,470 @@
+//! The Masumi purchaser side (PAYMENTS.md §2): P1 `POST /purchase` (lock funds in escrow for a
+//! job), P2 `POST /purchase/resolve-blockchain-identifier` (the purchase's state) and P4
+//! `POST /purchase/request-refund`, on the operator's own payment service, header `token`,
+//! answers in the envelope `{"status":"success","data":…}` / `{"status":"error","error":{…}}`.
+//!
+//! What is bought is the agent's payment request as the agent sent it (`task.payment`, the
+//! fields of its `start_job` answer): the seller signed it, and the node checks the signature
+//! against exactly these values, so nothing is re-rendered but what the node's schema names
+//! differently (`sellerVkey`, `inputHash`, times as decimal strings).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+
+use super::{call_record, Purchase, PurchaseState};
+use crate::config::MasumiService;
+use crate::engine::client::{Client, Url};
+use crate::task::Task;
+
+/// How long one call to the payment service may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How many calls a purchase record keeps (the latest).
+const CALLS_KEPT: usize = 20;
+
+/// The states in which the escrow holds the buyer's funds for the job.
+const LOCKED: &[&str] = &["FundsLocked", "ResultSubmitted"];
+
+/// The purchase key: the agent's `blockchainIdentifier`. Free agents (pip-masumi answers them
+/// with `FREE-…`, §2.11) and answers without one are not bought.
+pub fn reference(payment: &Value) -> Option<String> {
+    let id = payment.get("blockchainIdentifier")?.as_str()?;
+    (!id.is_empty() && !id.starts_with("FREE-")).then(|| id.to_string())
+}
+
+/// A MIP-003 timestamp in milliseconds: an integer or a numeric string; a value up to 10^11 is
+/// seconds (DIALECTS.md §2.1.1's rule).
+pub fn millis(v: &Value) -> Option<i64> {
+    let n = match v {
+        Value::Number(n) => n.as_i64()?,
+        Value::String(s) => s.trim().parse().ok()?,
+        _ => return None,
+    };
+    Some(if n > 100_000_000_000 { n } else { n * 1000 })
+}
+
+/// A time as P1 wants it: the agent's own integer as a decimal string, unchanged (the seller
+/// signed exactly that value).
+fn time_text(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::Number(n) => n.as_i64().map(|i| i.to_string()),
+        Value::String(s) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+            Some(s.clone())
+        }
+        _ => None,
+    }
+}
+
+/// The P1 body for the agent's payment request; why not, when a field is missing.
+pub fn purchase_body(s: &MasumiService, payment: &Value) -> Result<Value, String> {
+    let text = |key: &str| {
+        payment
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+            .ok_or_else(|| format!("the agent's payment request has no `{key}`"))
+    };
+    let time = |key: &str| {
+        time_text(payment.get(key))
+            .ok_or_else(|| format!("the agent's payment request has no `{key}` in milliseconds"))
+    };
+    Ok(json!({
+        "blockchainIdentifier": text("blockchainIdentifier")?,
+        "network": s.network.name(),
+        // The node spells it with a lower-case k (§2.3).
+        "sellerVkey": text("sellerVKey")?,
+        "agentIdentifier": text("agentIdentifier")?,
+        "identifierFromPurchaser": text("identifierFromPurchaser")?,
+        "inputHash": text("input_hash")?,
+        "payByTime": time("payByTime")?,
+        "submitResultTime": time("submitResultTime")?,
+        "unlockTime": time("unlockTime")?,
+        "externalDisputeUnlockTime": time("externalDisputeUnlockTime")?,
+    }))
+}
+
+/// What one call to the service came to.
+enum Reply {
+    /// 2xx: the envelope's `data`.
+    Data(Value),
+    /// 409: the envelope's `object` (P1: the purchase that exists), when it has one.
+    Conflict(Option<Value>, String),
+    /// Another 4xx: refused, with the service's message.
+    Refused(u16, String),
+    /// 5xx, an unreadable answer, or no answer: worth asking again later.
+    Failed(Option<u16>, String),
+}
+
+async fn call(client: &Client, s: &MasumiService, path: &str, body: &Value) -> Reply {
+    let url = match Url::parse(&format!("{}{path}", s.url)) {
+        Ok(u) => u,
+        Err(e) => return Reply::Failed(None, e),
+    };
+    let (status, raw) = match client
+        .post_json(&url, &[("token", s.token.as_str())], body, CALL_TIMEOUT)
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => return Reply::Failed(None, e),
+    };
+    let answer: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+    let message = answer
+        .pointer("/error/message")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("HTTP {status}"));
+    match status {
+        200..=299 => match answer.get("data") {
+            Some(d) if d.is_object() => Reply::Data(d.clone()),
+            _ => Reply::Failed(Some(status), "the answer has no `data` object".to_string()),
+        },
+        409 => Reply::Conflict(answer.get("object").cloned(), message),
+        400..=499 => Reply::Refused(status, message),
+        _ => Reply::Failed(Some(status), message),
+    }
+}
+
+fn note(p: &mut Purchase, what: &str, status: Option<u16>, error: Option<&str>) {
+    let now = Utc::now();
+    p.calls.push(call_record(what, status, now, error));
+    if p.calls.len() > CALLS_KEPT {
+        let extra = p.calls.len() - CALLS_KEPT;
+        p.calls.drain(..extra);
+    }
+    p.updated_at = now;
+}
+
+/// P1. A 409 is the purchase made before (a retry, a restart): success, with that purchase.
+pub async fn buy(
+    client: &Client,
+    s: &MasumiService,
+    task: &Task,
+    reference: String,
+    earlier: Option<Purchase>,
+) -> Purchase {
+    let now = Utc::now();
+    let mut p = earlier.unwrap_or_else(|| Purchase {
+        task_id: task.id.clone(),
+        rail: "masumi".to_string(),
+        reference,
+        state: PurchaseState::Pending,
+        detail: None,
+        request: None,
+        service: None,
+        calls: Vec::new(),
+        created_at: now,
+        updated_at: now,
+    });
+    let body = match task
+        .payment
+        .as_ref()
+        .ok_or_else(|| "the agent sent no payment request".to_string())
+        .and_then(|pay| purchase_body(s, pay))
+    {
+        Ok(b) => b,
+        Err(why) => {
+            p.state = PurchaseState::Refused;
+            p.detail = Some(why);
+            return p;
+        }
+    };
+    p.request = Some(body.clone());
+    match call(client, s, "/purchase", &body).await {
+        Reply::Data(d) => {
+            note(&mut p, "purchase", Some(200), None);
+            p.state = PurchaseState::Requested;
+            p.detail = None;
+            p.service = Some(d);
+        }
+        Reply::Conflict(object, _) => {
+            note(&mut p, "purchase", Some(409), None);
+            p.state = PurchaseState::Requested;
+            p.detail = None;
+            p.service = object.or(p.service.take());
+        }
+        Reply::Refused(status, message) => {
+            note(&mut p, "purchase", Some(status), Some(&message));
+            p.state = PurchaseState::Refused;
+            p.detail = Some(format!(
+                "the payment service refused the purchase: {message}"
+            ));
+        }
+        Reply::Failed(status, message) => {
+            note(&mut p, "purchase", status, Some(&message));
+            p.state = PurchaseState::Pending;
+            p.detail = Some(format!("the payment service could not be asked: {message}"));
+        }
+    }
+    p
+}
+
+/// P2 on a purchase not yet locked: `Locked` once the escrow holds the funds; `Expired` when
+/// the node gave up (`FundsOrDatumInvalid`) or `payByTime` and the grace have passed.
+pub async fn follow(client: &Client, s: &MasumiService, task: &Task, mut p: Purchase) -> Purchase {
+    let body = resolve_body(s, &p);
+    match call(client, s, "/purchase/resolve-blockchain-identifier", &body).await {
+        Reply::Data(d) => {
+            note(&mut p, "status", Some(200), None);
+            p.service = Some(d);
+        }
+        Reply::Conflict(_, message) => note(&mut p, "status", Some(409), Some(&message)),
+        Reply::Refused(status, message) | Reply::Failed(Some(status), message) => {
+            note(&mut p, "status", Some(status), Some(&message))
+        }
+        Reply::Failed(None, message) => note(&mut p, "status", None, Some(&message)),
+    }
+    let pay_by = task
+        .payment
+        .as_ref()
+        .and_then(|pay| millis(pay.get("payByTime")?));
+    let (state, detail) = lock_state(p.service.as_ref(), pay_by, s.lock_grace, Utc::now());
+    if state != PurchaseState::Requested {
+        p.state = state;
+        p.detail = detail;
+    }
+    p
+}
+
+/// What the node's view of a purchase means for it (PAYMENTS.md §2.7, §2.10): locked, given
+/// up, or still to wait for.
+pub fn lock_state(
+    purchase: Option<&Value>,
+    pay_by_ms: Option<i64>,
+    grace: Duration,
+    now: DateTime<Utc>,
+) -> (PurchaseState, Option<String>) {
+    let on_chain = purchase
+        .and_then(|p| p.get("onChainState"))
+        .and_then(Value::as_str);
+    if on_chain.is_some_and(|s| LOCKED.contains(&s)) {
+        return (PurchaseState::Locked, None);
+    }
+    if on_chain == Some("FundsOrDatumInvalid") {
+        let note = purchase
+            .and_then(|p| p.pointer("/NextAction/errorNote"))
+            .and_then(Value::as_str)
+            .unwrap_or("the lock transaction or its datum is invalid");
+        return (
+            PurchaseState::Expired,
+            Some(format!("the payment was not locked: {note}")),
+        );
+    }
+    let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+    if let Some(pay_by) = pay_by_ms {
+        if on_chain.is_none() && now.timestamp_millis() > pay_by.saturating_add(grace_ms) {
+            return (
+                PurchaseState::Expired,
+                Some(format!(
+                    "the payment was not locked by payByTime ({pay_by}) and {} of grace",
+                    humantime::format_duration(grace)
+                )),
+            );
+        }
+    }
+    (PurchaseState::Requested, None)
+}
+
+fn resolve_body(s: &MasumiService, p: &Purchase) -> Value {
+    json!({
+        "blockchainIdentifier": p.reference,
+        "network": s.network.name(),
+        // A string, not a boolean: the node's schema says so (§2.5).
+        "includeHistory": "false",
+    })
+}
+
+/// Whether P4 is allowed on the node's view of the purchase (§2.6): funds in escrow, nothing
+/// else under way, and before `unlockTime`.
+pub fn refund_allowed(purchase: &Value, now: DateTime<Utc>) -> bool {
+    let on_chain = purchase.get("onChainState").and_then(Value::as_str);
+    let action = purchase
+        .pointer("/NextAction/requestedAction")
+        .and_then(Value::as_str);
+    let before_unlock = purchase
+        .get("unlockTime")
+        .and_then(millis)
+        .is_none_or(|t| now.timestamp_millis() < t);
+    on_chain.is_some_and(|s| LOCKED.contains(&s))
+        && action == Some("WaitingForExternalAction")
+        && before_unlock
+}
+
+/// Whether the node's view shows a refund already requested (or done).
+fn refund_under_way(purchase: &Value) -> bool {
+    let action = purchase
+        .pointer("/NextAction/requestedAction")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let on_chain = purchase
+        .get("onChainState")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    action.starts_with("SetRefundRequested")
+        || action.starts_with("WithdrawRefund")
+        || matches!(
+            on_chain,
+            "RefundRequested" | "Disputed" | "RefundAuthorized" | "RefundWithdrawn"
+        )
+}
+
+/// P4, after a fresh P2; a 409 (the state changed meanwhile) is read again and retried once.
+pub async fn refund(client: &Client, s: &MasumiService, mut p: Purchase, why: &str) -> Purchase {
+    let body = json!({ "blockchainIdentifier": p.reference, "network": s.network.name() });
+    for attempt in 0..2 {
+        match call(
+            client,
+            s,
+            "/purchase/resolve-blockchain-identifier",
+            &resolve_body(s, &p),
+        )
+        .await
+        {
+            Reply::Data(d) => {
+                note(&mut p, "status", Some(200), None);
+                p.service = Some(d);
+            }
+            Reply::Conflict(_, m) | Reply::Refused(_, m) | Reply::Failed(_, m) => {
+                note(&mut p, "status", None, Some(&m));
+            }
+        }
+        // Asked already (by another instance, or before a restart): nothing more to ask.
+        if p.service.as_ref().is_some_and(refund_under_way) {
+            p.state = PurchaseState::RefundRequested;
+            p.detail = Some(format!("{why}; a refund was requested"));
+            return p;
+        }
+        if !p
+            .service
+            .as_ref()
+            .is_some_and(|v| refund_allowed(v, Utc::now()))
+        {
+            p.state = PurchaseState::RefundFailed;
+            p.detail = Some(format!(
+                "{why}; a refund cannot be requested in the purchase's state (onChainState {}, next action {})",
+                state_word(p.service.as_ref(), "/onChainState"),
+                state_word(p.service.as_ref(), "/NextAction/requestedAction"),
+            ));
+            return p;
+        }
+        match call(client, s, "/purchase/request-refund", &body).await {
+            Reply::Data(d) => {
+                note(&mut p, "request_refund", Some(200), None);
+                p.service = Some(d);
+                p.state = PurchaseState::RefundRequested;
+                p.detail = Some(format!("{why}; a refund was requested"));
+                return p;
+            }
+            Reply::Conflict(_, m) if attempt == 0 => {
+                note(&mut p, "request_refund", Some(409), Some(&m));
+            }
+            Reply::Conflict(_, m) | Reply::Refused(_, m) | Reply::Failed(_, m) => {
+                note(&mut p, "request_refund", None, Some(&m));
+                p.state = PurchaseState::RefundFailed;
+                p.detail = Some(format!("{why}; the refund request failed: {m}"));
+                return p;
+            }
+        }
+    }
+    p
+}
+
+fn state_word(v: Option<&Value>, pointer: &str) -> String {
+    v.and_then(|v| v.pointer(pointer))
+        .and_then(Value::as_str)
+        .unwrap_or("none")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::MasumiNetwork;
+
+    fn service() -> MasumiService {
+        MasumiService {
+            url: "http://127.0.0.1:1/api/v1".to_string(),
+            token: "t".to_string(),
+            network: MasumiNetwork::Preprod,
+            lock_grace: Duration::from_secs(300),
+        }
+    }
+
+    #[test]
+    fn the_purchase_repeats_the_agents_fields_renamed_only_where_the_node_says() {
+        let payment = json!({
+            "blockchainIdentifier": "b1", "payByTime": 1795398344446_i64,
+            "submitResultTime": "1795441544446", "unlockTime": 1795463144446_i64,
+            "externalDisputeUnlockTime": 1795484744446_i64, "agentIdentifier": "agent",
+            "sellerVKey": "vkey", "identifierFromPurchaser": "aabbccddeeff0011", "input_hash": "ab12",
+        });
+        assert_eq!(
+            purchase_body(&service(), &payment).unwrap(),
+            json!({
+                "blockchainIdentifier": "b1", "network": "Preprod", "sellerVkey": "vkey",
+                "agentIdentifier": "agent", "identifierFromPurchaser": "aabbccddeeff0011",
+                "inputHash": "ab12", "payByTime": "1795398344446",
+                "submitResultTime": "1795441544446", "unlockTime": "1795463144446",
+                "externalDisputeUnlockTime": "1795484744446",
+            })
+        );
+        let mut no_key = payment.clone();
+        no_key["sellerVKey"] = json!("");
+        assert_eq!(
+            purchase_body(&service(), &no_key).unwrap_err(),
+            "the agent's payment request has no `sellerVKey`"
+        );
+        assert_eq!(reference(&json!({"blockchainIdentifier": "FREE-00"})), None);
+    }
+
+    #[test]
+    fn a_purchase_is_locked_waiting_or_given_up() {
+        let now = Utc::now();
+        let ms = now.timestamp_millis();
+        let grace = Duration::from_secs(300);
+        let locked = json!({"onChainState": "FundsLocked"});
+        assert_eq!(
+            lock_state(Some(&locked), Some(ms - 1_000_000), grace, now).0,
+            PurchaseState::Locked
+        );
+        let waiting = json!({"onChainState": null});
+        assert_eq!(
+            lock_state(Some(&waiting), Some(ms - 1000), grace, now).0,
+            PurchaseState::Requested
+        );
+        assert_eq!(
+            lock_state(Some(&waiting), Some(ms - 301_000), grace, now).0,
+            PurchaseState::Expired
+        );
+        let invalid =
+            json!({"onChainState": "FundsOrDatumInvalid", "NextAction": {"errorNote": "too late"}});
+        assert_eq!(
+            lock_state(Some(&invalid), Some(ms + 1000), grace, now),
+            (
+                PurchaseState::Expired,
+                Some("the payment was not locked: too late".to_string())
+            )
+        );
+        assert_eq!(
+            lock_state(None, None, grace, now).0,
+            PurchaseState::Requested
+        );
+    }
+
+    #[test]
+    fn a_refund_needs_locked_funds_nothing_under_way_and_time_left() {
+        let now = Utc::now();
+        let later = (now.timestamp_millis() + 60_000).to_string();
+        let ok = json!({"onChainState": "FundsLocked", "NextAction": {"requestedAction": "WaitingForExternalAction"}, "unlockTime": later});
+        assert!(refund_allowed(&ok, now));
+        let mut busy = ok.clone();
+        busy["NextAction"]["requestedAction"] = json!("FundsLockingRequested");
+        assert!(!refund_allowed(&busy, now));
+        let mut late = ok.clone();
+        late["unlockTime"] = json!((now.timestamp_millis() - 1).to_string());
+        assert!(!refund_allowed(&late, now));
+        assert!(!refund_allowed(&json!({"onChainState": null}), now));
+    }
+}
