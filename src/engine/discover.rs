@@ -230,4 +230,125 @@ mod tests {
         assert_eq!(view.get(&at("task.id")), Some(&Value::from("t1")));
         assert_eq!(view.to_value()["discovered"]["url"], "/rpc");
     }
+
+    fn mapping(text: &str) -> crate::dialect::Mapping {
+        crate::dialect::compile::parse(text, "test").unwrap_or_else(|p| panic!("{p}"))
+    }
+
+    #[test]
+    fn a_discover_section_compiles_and_its_reads_feed_forms() {
+        let m = mapping(
+            r#"
+dialect = "d"
+[vars]
+where = ""
+[discover]
+target = "var.where"
+ttl = "90s"
+response = [
+  { json = "$.endpoint", field = "discovered.url" },
+  { json = "$", field = "discovered.kind", read = "if($.endpoint, 'found', null)" },
+]
+[operations.get_task]
+method = "GET"
+path = "/tasks/{id}"
+target = "discovered.url"
+when = "discovered.kind == 'found'"
+request = [ { param = "id", field = "task.id" }, { header = "X-Via", value = "discovered.kind" } ]
+"#,
+        );
+        let d = m.discover.as_ref().unwrap();
+        assert_eq!(d.ttl, Duration::from_secs(90));
+        assert_eq!(d.call.method, http::Method::GET);
+        assert_eq!(d.call.path.as_str(), "/.well-known/agent-card.json");
+        let vars = m.vars.clone();
+        let ctx = crate::dialect::Context {
+            mapping: &m,
+            vars: &vars,
+        };
+        let read = dialect::decode(
+            &d.call.response,
+            &Message::with_body(serde_json::json!({"endpoint": "http://x:1/api"})),
+            &ctx,
+        )
+        .unwrap();
+        let found = read["discovered"].clone();
+        assert_eq!(found, serde_json::json!({"url": "http://x:1/api", "kind": "found"}));
+        let task = serde_json::json!({"task": {"id": "t 1"}});
+        let view = WithDiscovered {
+            doc: &task,
+            discovered: &found,
+        };
+        let op = m.forms(crate::task::Operation::GetTask).next().unwrap();
+        assert!(dialect::holds(op.when.as_ref().unwrap(), &view, &ctx));
+        let msg = dialect::encode(&op.request, &view, &ctx).unwrap();
+        assert_eq!(msg.header("X-Via"), Some("found"));
+        let to = dialect::evaluate(op.target.as_ref().unwrap(), &view, &ctx).unwrap();
+        let (prefix, query) = path_of(to.as_str().unwrap()).unwrap();
+        let path = op.path.render(&msg.params).unwrap();
+        assert_eq!(join(&prefix, &query, &path, &msg), "/api/tasks/t%201");
+        // Nothing discovered: the form's `when` does not hold.
+        let nothing = Value::Object(Map::new());
+        let bare = WithDiscovered {
+            doc: &task,
+            discovered: &nothing,
+        };
+        assert!(!dialect::holds(op.when.as_ref().unwrap(), &bare, &ctx));
+    }
+
+    #[test]
+    fn a_bad_ttl_is_reported() {
+        let e = crate::dialect::compile::parse(
+            "dialect = \"d\"\n[discover]\nttl = \"soon\"\n",
+            "test",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("discover.ttl"), "{e}");
+    }
+
+    /// What the `a2a` mapping picks from a card (`vars.version` as given).
+    fn a2a_choice(card: Value, version: &str) -> Value {
+        let m = mapping(
+            crate::dialect::BUILT_IN
+                .iter()
+                .find(|(n, _)| *n == "a2a")
+                .map(|(_, t)| *t)
+                .unwrap(),
+        );
+        let mut vars = m.vars.clone();
+        vars.insert("version".to_string(), Value::from(version));
+        let ctx = crate::dialect::Context {
+            mapping: &m,
+            vars: &vars,
+        };
+        let d = m.discover.as_ref().unwrap();
+        let read = dialect::decode(&d.call.response, &Message::with_body(card), &ctx).unwrap();
+        let found = &read["discovered"];
+        serde_json::json!([found["binding"], found["url"], found["version"]])
+    }
+
+    #[test]
+    fn the_a2a_card_choice_prefers_jsonrpc_1_then_rest_1_then_jsonrpc_0_3() {
+        use serde_json::json;
+        let iface = |url: &str, binding: &str, v: &str| {
+            json!({"url": url, "protocolBinding": binding, "protocolVersion": v})
+        };
+        let all = json!({"supportedInterfaces": [
+            iface("http://a/rest", "HTTP+JSON", "1.0"),
+            iface("http://a/rpc03", "JSONRPC", "0.3.0"),
+            iface("http://a/rpc", "JSONRPC", "1.0"),
+        ], "url": "http://a/rpc03", "preferredTransport": "JSONRPC", "protocolVersion": "0.3.0"});
+        assert_eq!(a2a_choice(all.clone(), ""), json!(["JSONRPC", "http://a/rpc", "1.0"]));
+        assert_eq!(a2a_choice(all.clone(), "0.3"), json!(["JSONRPC", "http://a/rpc03", "0.3"]));
+        let rest = json!({"supportedInterfaces": [iface("/a2a/rest", "HTTP+JSON", "1.0.0")]});
+        assert_eq!(a2a_choice(rest, ""), json!(["HTTP+JSON", "/a2a/rest", "1.0"]));
+        // A 0.3 card: url and preferredTransport, or an additional interface.
+        let old = json!({"url": "http://a/v03", "protocolVersion": "0.3.0"});
+        assert_eq!(a2a_choice(old.clone(), ""), json!(["JSONRPC", "http://a/v03", "0.3"]));
+        assert_eq!(a2a_choice(old, "1.0"), json!([null, null, null]));
+        let grpc = json!({"url": "grpc://a", "preferredTransport": "GRPC", "protocolVersion": "0.3.0",
+            "additionalInterfaces": [{"url": "http://a/jsonrpc", "transport": "JSONRPC"}]});
+        assert_eq!(a2a_choice(grpc, ""), json!(["JSONRPC", "http://a/jsonrpc", "0.3"]));
+        assert_eq!(a2a_choice(json!({"name": "no interfaces"}), ""), json!([null, null, null]));
+    }
 }
