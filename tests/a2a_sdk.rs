@@ -56,6 +56,11 @@ const VERSIONS: [&str; 2] = ["1.0", "0.3"];
 /// | `/sdk03` | a2a | a2a 0.3, the SDK's agent |
 /// | `/nv` | nevermined | a2a 1.0, the SDK's agent |
 /// | `/nv03` | nevermined | a2a 0.3, the SDK's agent |
+/// | `/job` | mip003 | a2a (the card's choice: JSON-RPC 1.0), the SDK's agent |
+/// | `/rest`, `/nvrest`, `/jobrest` | a2a, nevermined, mip003 | a2a over HTTP+JSON: the SDK's agent whose card offers only that |
+///
+/// Both agents are served the usual way: card at the root, JSON-RPC at `/a2a/jsonrpc`, HTTP+JSON
+/// under `/a2a/rest`; interlingua finds them through the card.
 /// | `/job` | mip003 | a2a 1.0, the SDK's agent |
 struct World {
     proxy: Proxy,
@@ -63,23 +68,36 @@ struct World {
     http: reqwest::Client,
     python: PathBuf,
     agent: Peer,
+    /// The SDK's agent whose card offers HTTP+JSON only (and serves nothing else).
+    rest_agent: Peer,
+}
+
+/// The SDK's agent served the usual way (card at the root, JSON-RPC at `/a2a/jsonrpc`, HTTP+JSON
+/// under `/a2a/rest`), with these extra arguments.
+async fn sdk_agent(python: &std::path::Path, work: Duration, extra: &[&str]) -> Peer {
+    let seconds = format!("{}", work.as_secs_f64());
+    let p = python.to_path_buf();
+    let mut args: Vec<String> = ["--work", &seconds]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    if !extra.contains(&"--port") {
+        args.extend(["--port".to_string(), "0".to_string()]);
+    }
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Peer::start(&p, "a2a_agent.py", &args, &[])
+    })
+    .await
+    .unwrap()
 }
 
 /// Starts the world with agents whose tasks take `work`.
 async fn world(work: Duration) -> World {
     let python = tokio::task::spawn_blocking(peers_python).await.unwrap();
-    let seconds = format!("{}", work.as_secs_f64());
-    let p = python.clone();
-    let agent = tokio::task::spawn_blocking(move || {
-        Peer::start(
-            &p,
-            "a2a_agent.py",
-            &["--port", "0", "--work", &seconds],
-            &[],
-        )
-    })
-    .await
-    .unwrap();
+    let agent = sdk_agent(&python, work, &[]).await;
+    let rest_agent = sdk_agent(&python, work, &["--interfaces", "HTTP+JSON@1.0"]).await;
     let mip = sample_agent(sample::mip003::serve, work).await;
     let mut rest = format!(
         r#"
@@ -92,8 +110,13 @@ read_timeout = "5s"
 name = "sdk"
 address = "127.0.0.1:{}"
 read_timeout = "5s"
+
+[[upstreams]]
+name = "sdkrest"
+address = "127.0.0.1:{}"
+read_timeout = "5s"
 "#,
-        agent.port
+        agent.port, rest_agent.port
     );
     let routes = [
         ("mip", "mip", "a2a", "mip003", ""),
@@ -114,6 +137,9 @@ read_timeout = "5s"
             "vars.a2a = { version = \"0.3\" }",
         ),
         ("job", "sdk", "mip003", "a2a", ""),
+        ("rest", "sdkrest", "a2a", "a2a", ""),
+        ("nvrest", "sdkrest", "nevermined", "a2a", ""),
+        ("jobrest", "sdkrest", "mip003", "a2a", ""),
     ];
     for (name, upstream, front, back, extra) in routes {
         rest.push_str(&paid_route(
@@ -132,6 +158,7 @@ read_timeout = "5s"
         http: client(),
         python,
         agent,
+        rest_agent,
     }
 }
 
@@ -595,8 +622,23 @@ async fn sdk_agent_as_a_nevermined_endpoint_speaking_a2a_0_3_to_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sdk_agent_as_a_mip003_service_asks_for_input_completes_and_fails() {
-    let w = world(WORK).await;
-    let sub = "mip-user";
+    mip003_lifecycle(&world(WORK).await, "/job").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_agent_offering_only_http_json_as_a_mip003_service() {
+    mip003_lifecycle(&world(WORK).await, "/jobrest").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_agent_offering_only_http_json_as_a_nevermined_endpoint() {
+    world(WORK).await.nevermined_lifecycle("/nvrest").await;
+}
+
+/// A task that asks for input and completes after it, and one that fails, on the MIP-003 route at
+/// `prefix` over the SDK's agent; one credit in all.
+async fn mip003_lifecycle(w: &World, prefix: &'static str) {
+    let sub: &'static str = if prefix == "/job" { "mip-user" } else { "mip-user-rest" };
     w.admin.grant(sub, 10).await;
     let start = |text: &'static str| {
         let w = &w;
@@ -604,7 +646,7 @@ async fn sdk_agent_as_a_mip003_service_asks_for_input_completes_and_fails() {
             let (status, v) = w
                 .call(
                     reqwest::Method::POST,
-                    "/job/start_job",
+                    &format!("{prefix}/start_job"),
                     sub,
                     Some(json!({"identifier_from_purchaser": "aabbccddeeff0011", "input_data": {"text": text}})),
                 )
@@ -616,7 +658,7 @@ async fn sdk_agent_as_a_mip003_service_asks_for_input_completes_and_fails() {
     let status_of = |b: &Value| b["status"].as_str().unwrap_or("?").to_string();
 
     let job = start("hello mode:input").await;
-    let path = format!("/job/status?job_id={job}");
+    let path = format!("{prefix}/status?job_id={job}");
     let (seen, waiting) = w
         .poll(
             &path,
@@ -636,7 +678,7 @@ async fn sdk_agent_as_a_mip003_service_asks_for_input_completes_and_fails() {
     let (status, r) = w
         .call(
             reqwest::Method::POST,
-            "/job/provide_input",
+            &format!("{prefix}/provide_input"),
             sub,
             Some(json!({"job_id": job, "status_id": waiting["id"], "input_data": {"text": "more please"}})),
         )
@@ -654,7 +696,7 @@ async fn sdk_agent_as_a_mip003_service_asks_for_input_completes_and_fails() {
     let bad = start("hello mode:fail").await;
     let (_, failed) = w
         .poll(
-            &format!("/job/status?job_id={bad}"),
+            &format!("{prefix}/status?job_id={bad}"),
             sub,
             status_of,
             &["completed", "failed"],
@@ -669,7 +711,7 @@ async fn sdk_agent_as_a_mip003_service_asks_for_input_completes_and_fails() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sdk_client_reaches_the_sdk_agent_through_interlingua_in_every_version_pairing() {
     let w = world(WORK).await;
-    for prefix in ["/sdk", "/sdk03"] {
+    for prefix in ["/sdk", "/sdk03", "/rest"] {
         let runs: Vec<(&str, &str)> = VERSIONS
             .iter()
             .flat_map(|v| {
@@ -725,7 +767,7 @@ async fn sdk_client_cancels_a_running_task_on_the_sdk_agent_through_interlingua(
     // The cancels reached the agent: it has exactly these two tasks, both canceled.
     let resp = w
         .http
-        .post(format!("http://127.0.0.1:{}/", w.agent.port))
+        .post(format!("http://127.0.0.1:{}/a2a/jsonrpc", w.agent.port))
         .header("A2A-Version", "1.0")
         .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}))
         .send()
@@ -738,4 +780,93 @@ async fn sdk_client_cancels_a_running_task_on_the_sdk_agent_through_interlingua(
         .map(|t| t.iter().map(|t| &t["status"]["state"]).collect())
         .unwrap_or_default();
     assert_eq!(states, [CANCELED, CANCELED], "{v}");
+    // The same over HTTP+JSON, to the agent whose card offers only that.
+    let outcomes = w.sdk_clients("/rest", &runs).await;
+    for ((scenario, version), o) in runs.iter().zip(&outcomes) {
+        o.assert_ran(&[SUBMITTED, WORKING, CANCELED]);
+        w.admin
+            .charged(&subject("/rest", scenario, version), 5, 0)
+            .await;
+    }
+    let resp = w
+        .http
+        .get(format!(
+            "http://127.0.0.1:{}/a2a/rest/tasks",
+            w.rest_agent.port
+        ))
+        .header("A2A-Version", "1.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let v: Value = resp.json().await.unwrap();
+    let states: Vec<&Value> = v["tasks"]
+        .as_array()
+        .map(|t| t.iter().map(|t| &t["status"]["state"]).collect())
+        .unwrap_or_default();
+    assert_eq!(states, [CANCELED, CANCELED], "{v}");
+}
+
+// ------------------------------------------------ the card is followed when the agent moves
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_card_is_read_again_when_the_agent_moves_its_interface() {
+    let python = tokio::task::spawn_blocking(peers_python).await.unwrap();
+    let first = sdk_agent(&python, Duration::ZERO, &["--interfaces", "JSONRPC@1.0"]).await;
+    let port = first.port;
+    let rest = format!(
+        r#"
+[[upstreams]]
+name = "sdk"
+address = "127.0.0.1:{port}"
+read_timeout = "5s"
+"#
+    );
+    let rest = rest + &paid_route("moving", "/moving", "sdk", "nevermined", "a2a", "");
+    let proxy = Proxy::start(&paid_config(&rest));
+    let w = World {
+        admin: Admin::new(&proxy),
+        proxy,
+        http: client(),
+        python: python.clone(),
+        agent: first,
+        // Not used here: the moving agent stands in.
+        rest_agent: sdk_agent(&python, Duration::ZERO, &["--interfaces", "JSONRPC@1.0"]).await,
+    };
+    let sub = "mover";
+    w.admin.grant(sub, 10).await;
+    let done = nv_run(&w, "/moving", sub, "before the move").await;
+    assert_eq!(done["task"]["output"], "BEFORE THE MOVE", "{done}");
+
+    // The agent comes back on the same port with JSON-RPC elsewhere (its card says where): the
+    // cached card names a path that is now a 404, so interlingua reads the card again and calls
+    // the new path, within the card's 5-minute ttl.
+    drop(w.agent);
+    let moved = sdk_agent(
+        &python,
+        Duration::ZERO,
+        &[
+            "--port",
+            &port.to_string(),
+            "--rpc-path",
+            "/moved/rpc",
+            "--interfaces",
+            "JSONRPC@1.0",
+        ],
+    )
+    .await;
+    assert_eq!(moved.port, port);
+    let w = World { agent: moved, ..w };
+    let done = nv_run(&w, "/moving", sub, "after the move").await;
+    assert_eq!(done["task"]["output"], "AFTER THE MOVE", "{done}");
+    assert_eq!(done["task"]["task_status"], "Completed", "{done}");
+    w.admin.charged(sub, 10, 2).await;
+}
+
+/// A Nevermined task on `prefix` with `query`, polled until it ends; its last body.
+async fn nv_run(w: &World, prefix: &str, sub: &str, query: &str) -> Value {
+    let id = w.nv_create(prefix, sub, query).await;
+    let path = format!("{prefix}/api/v1/agents/{DID}/tasks/{id}");
+    let (_, done) = w.nv_poll(&path, sub, &["Completed", "Failed"]).await;
+    done
 }

@@ -83,13 +83,15 @@ impl Engine {
         let ctx = t.back_ctx();
         let empty = Value::Object(Map::new());
         let msg = dialect::encode(&call.request, &empty, &ctx).ok()?;
-        let path = match call
+        let target = call
             .target
             .as_ref()
             .and_then(|e| dialect::evaluate(e, &empty, &ctx))
-        {
+            .map(|v| super::views::text_of(&v))
+            .filter(|v| !v.is_empty());
+        let path = match target {
             Some(target) => {
-                let (path, query) = path_of(&views_text(&target))?;
+                let (path, query) = path_of(&target)?;
                 join(&path, &query, "/", &msg)
             }
             None => join(
@@ -126,10 +128,6 @@ impl Engine {
                 .unwrap_or(Value::Object(Map::new())),
         )
     }
-}
-
-fn views_text(v: &Value) -> String {
-    super::views::text_of(v)
 }
 
 /// The path and query of a path or absolute URL; `None` when it is neither.
