@@ -280,16 +280,21 @@ impl World {
         }
     }
 
-    /// Runs every `(scenario, version)` at once, each as its own [`subject`] granted 5 credits;
-    /// the outcomes in the same order.
+    /// Runs every `(scenario, version)`, four at a time, each as its own [`subject`] granted 5
+    /// credits; the outcomes in the same order.
     async fn sdk_clients(&self, prefix: &str, runs: &[(&str, &str)]) -> Vec<Outcome> {
         let subjects: Vec<String> = runs.iter().map(|(s, v)| subject(prefix, s, v)).collect();
         for sub in &subjects {
             self.admin.grant(sub, 5).await;
         }
-        futures_util::future::join_all(runs.iter().zip(&subjects).map(
+        // At most four at once: each client is a Python process importing the SDK, and on a
+        // small machine a dozen at a time starve each other past the deadline.
+        use futures_util::StreamExt;
+        futures_util::stream::iter(runs.iter().zip(&subjects).map(
             |((scenario, version), sub)| self.sdk_client(prefix, scenario, version, Some(sub)),
         ))
+        .buffered(4)
+        .collect()
         .await
     }
 
@@ -476,15 +481,37 @@ async fn sdk_client_is_refused_without_a_token_or_credits_and_an_unknown_task_is
     let w = world(WORK).await;
     let lost = subject("/mip", "unknown_task", "1.0");
     w.admin.grant(&lost, 5).await;
-    let (unknown, anonymous, broke) = tokio::join!(
+    let (unknown, unknown_rest, anonymous, broke) = tokio::join!(
         w.sdk_client("/mip", "unknown_task", "1.0", Some(&lost)),
+        w.sdk_client("/mip", "unknown_task", "rest", Some(&lost)),
         w.sdk_client("/mip", "complete", "1.0", None),
         w.sdk_client("/mip", "complete", "1.0", Some("nobody")),
     );
-    assert!(!unknown.exited_ok, "{unknown}");
+    for o in [&unknown, &unknown_rest] {
+        assert!(!o.exited_ok, "{o}");
+        assert_eq!(
+            o.out["error"], "TaskNotFoundError: task `no-such-task` not found",
+            "{o}"
+        );
+    }
+    // Over HTTP+JSON, the error is REST's: its status, and the body a2a-sdk's REST handler writes.
+    let (status, body) = w
+        .call(reqwest::Method::GET, "/mip/tasks/no-such-task", &lost, None)
+        .await;
+    assert_eq!(status, 404, "{body}");
     assert_eq!(
-        unknown.out["error"], "TaskNotFoundError: task `no-such-task` not found",
-        "{unknown}"
+        body,
+        json!({"error": {
+            "code": 404,
+            "status": "NOT_FOUND",
+            "message": "task `no-such-task` not found",
+            "details": [{
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": "TASK_NOT_FOUND",
+                "domain": "a2a-protocol.org",
+                "metadata": {}
+            }]
+        }})
     );
     // The card is public (it names the bearer scheme); the JSON-RPC call is refused with 401
     // before JSON-RPC, which the SDK reports as an HTTP error.
@@ -743,6 +770,8 @@ async fn sdk_client_reaches_the_sdk_agent_through_interlingua_in_every_version_p
                 }
                 "fail" => {
                     o.assert_ran(&[SUBMITTED, WORKING, FAILED]);
+                    // Its words are its status message, not a result.
+                    assert_eq!(o.out["artifact_text"], Value::Null, "{ctx}: {o}");
                     (0, json!(["the agent failed on purpose"]))
                 }
                 _ => {
