@@ -43,8 +43,6 @@ const COMPLETED: &str = "TASK_STATE_COMPLETED";
 const FAILED: &str = "TASK_STATE_FAILED";
 const CANCELED: &str = "TASK_STATE_CANCELED";
 
-
-
 /// The SDK's client in every binding and version: JSON-RPC 1.0, JSON-RPC 0.3, HTTP+JSON 1.0.
 const CLIENTS: [&str; 3] = ["1.0", "0.3", "rest"];
 
@@ -79,10 +77,7 @@ struct World {
 async fn sdk_agent(python: &std::path::Path, work: Duration, extra: &[&str]) -> Peer {
     let seconds = format!("{}", work.as_secs_f64());
     let p = python.to_path_buf();
-    let mut args: Vec<String> = ["--work", &seconds]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut args: Vec<String> = ["--work", &seconds].iter().map(|s| s.to_string()).collect();
     args.extend(extra.iter().map(|s| s.to_string()));
     if !extra.contains(&"--port") {
         args.extend(["--port".to_string(), "0".to_string()]);
@@ -290,9 +285,13 @@ impl World {
         // At most four at once: each client is a Python process importing the SDK, and on a
         // small machine a dozen at a time starve each other past the deadline.
         use futures_util::StreamExt;
-        futures_util::stream::iter(runs.iter().zip(&subjects).map(
-            |((scenario, version), sub)| self.sdk_client(prefix, scenario, version, Some(sub)),
-        ))
+        futures_util::stream::iter(
+            runs.iter()
+                .zip(&subjects)
+                .map(|((scenario, version), sub)| {
+                    self.sdk_client(prefix, scenario, version, Some(sub))
+                }),
+        )
         .buffered(4)
         .collect()
         .await
@@ -674,7 +673,11 @@ async fn sdk_agent_offering_only_http_json_as_a_nevermined_endpoint() {
 /// A task that asks for input and completes after it, and one that fails, on the MIP-003 route at
 /// `prefix` over the SDK's agent; one credit in all.
 async fn mip003_lifecycle(w: &World, prefix: &'static str) {
-    let sub: &'static str = if prefix == "/job" { "mip-user" } else { "mip-user-rest" };
+    let sub: &'static str = if prefix == "/job" {
+        "mip-user"
+    } else {
+        "mip-user-rest"
+    };
     w.admin.grant(sub, 10).await;
     let start = |text: &'static str| {
         let w = &w;

@@ -14,8 +14,9 @@ use toml::Spanned;
 use super::canonical;
 use super::expr::Expr;
 use super::file::{
-    CallSection, Condition as ConditionSection, DiscoverSection, ErrorSection, FieldRule, IdsSection,
-    OperationSection, RequestSection, ShapeSection, StatusSection, StreamSection, TableSection,
+    CallSection, Condition as ConditionSection, DiscoverSection, ErrorSection, FieldRule,
+    IdsSection, OperationSection, RequestSection, ShapeSection, StatusSection, StreamSection,
+    TableSection,
 };
 use super::location::{JsonLocation, Location};
 use super::mapping::*;

@@ -104,7 +104,9 @@ impl PathTemplate {
                 Part::Literal(l) if l == seg => {}
                 Part::Literal(_) => return None,
                 Part::Param(name, suffix) => {
-                    let value = seg.strip_suffix(suffix.as_str()).filter(|v| !v.is_empty())?;
+                    let value = seg
+                        .strip_suffix(suffix.as_str())
+                        .filter(|v| !v.is_empty())?;
                     params.insert(name.clone(), percent_decode(value)?);
                 }
             }
@@ -219,7 +221,10 @@ mod tests {
         assert_eq!(p["id"], "t:1");
         assert_eq!(cancel.render(&p).unwrap(), "/tasks/t:1:cancel");
         assert!(cancel.matches("/tasks/abc").is_none());
-        assert!(cancel.matches("/tasks/:cancel").is_none(), "an empty id is no id");
+        assert!(
+            cancel.matches("/tasks/:cancel").is_none(),
+            "an empty id is no id"
+        );
         // Both match `abc:cancel`; the one with the suffix is the more specific.
         assert!(plain.matches("/tasks/abc:cancel").is_some());
         assert!(cancel.specificity() > plain.specificity());

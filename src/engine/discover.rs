@@ -94,12 +94,7 @@ impl Engine {
                 let (path, query) = path_of(&target)?;
                 join(&path, &query, "/", &msg)
             }
-            None => join(
-                "",
-                "",
-                &call.path.render(&msg.params).ok()?,
-                &msg,
-            ),
+            None => join("", "", &call.path.render(&msg.params).ok()?, &msg),
         };
         let header = request_header(&call.method, &path, t, &msg, None, cx).ok()?;
         let answer = match self.client.call(&t.upstream, header, None).await {
@@ -206,7 +201,10 @@ mod tests {
     fn the_forms_path_is_appended_to_the_target() {
         let none = Message::default();
         assert_eq!(join("/a2a/jsonrpc", "", "/", &none), "/a2a/jsonrpc");
-        assert_eq!(join("/a2a/rest/", "", "/message:send", &none), "/a2a/rest/message:send");
+        assert_eq!(
+            join("/a2a/rest/", "", "/message:send", &none),
+            "/a2a/rest/message:send"
+        );
         assert_eq!(join("", "", "/", &none), "/");
         let q = Message {
             query: vec![("a".to_string(), "b c".to_string())],
@@ -271,7 +269,10 @@ request = [ { param = "id", field = "task.id" }, { header = "X-Via", value = "di
         )
         .unwrap();
         let found = read["discovered"].clone();
-        assert_eq!(found, serde_json::json!({"url": "http://x:1/api", "kind": "found"}));
+        assert_eq!(
+            found,
+            serde_json::json!({"url": "http://x:1/api", "kind": "found"})
+        );
         let task = serde_json::json!({"task": {"id": "t 1"}});
         let view = WithDiscovered {
             doc: &task,
@@ -296,11 +297,9 @@ request = [ { param = "id", field = "task.id" }, { header = "X-Via", value = "di
 
     #[test]
     fn a_bad_ttl_is_reported() {
-        let e = crate::dialect::compile::parse(
-            "dialect = \"d\"\n[discover]\nttl = \"soon\"\n",
-            "test",
-        )
-        .unwrap_err();
+        let e =
+            crate::dialect::compile::parse("dialect = \"d\"\n[discover]\nttl = \"soon\"\n", "test")
+                .unwrap_err();
         assert!(e.to_string().contains("discover.ttl"), "{e}");
     }
 
@@ -328,25 +327,41 @@ request = [ { param = "id", field = "task.id" }, { header = "X-Via", value = "di
     #[test]
     fn the_a2a_card_choice_prefers_jsonrpc_1_then_rest_1_then_jsonrpc_0_3() {
         use serde_json::json;
-        let iface = |url: &str, binding: &str, v: &str| {
-            json!({"url": url, "protocolBinding": binding, "protocolVersion": v})
-        };
+        let iface = |url: &str, binding: &str, v: &str| json!({"url": url, "protocolBinding": binding, "protocolVersion": v});
         let all = json!({"supportedInterfaces": [
             iface("http://a/rest", "HTTP+JSON", "1.0"),
             iface("http://a/rpc03", "JSONRPC", "0.3.0"),
             iface("http://a/rpc", "JSONRPC", "1.0"),
         ], "url": "http://a/rpc03", "preferredTransport": "JSONRPC", "protocolVersion": "0.3.0"});
-        assert_eq!(a2a_choice(all.clone(), ""), json!(["JSONRPC", "http://a/rpc", "1.0"]));
-        assert_eq!(a2a_choice(all.clone(), "0.3"), json!(["JSONRPC", "http://a/rpc03", "0.3"]));
+        assert_eq!(
+            a2a_choice(all.clone(), ""),
+            json!(["JSONRPC", "http://a/rpc", "1.0"])
+        );
+        assert_eq!(
+            a2a_choice(all.clone(), "0.3"),
+            json!(["JSONRPC", "http://a/rpc03", "0.3"])
+        );
         let rest = json!({"supportedInterfaces": [iface("/a2a/rest", "HTTP+JSON", "1.0.0")]});
-        assert_eq!(a2a_choice(rest, ""), json!(["HTTP+JSON", "/a2a/rest", "1.0"]));
+        assert_eq!(
+            a2a_choice(rest, ""),
+            json!(["HTTP+JSON", "/a2a/rest", "1.0"])
+        );
         // A 0.3 card: url and preferredTransport, or an additional interface.
         let old = json!({"url": "http://a/v03", "protocolVersion": "0.3.0"});
-        assert_eq!(a2a_choice(old.clone(), ""), json!(["JSONRPC", "http://a/v03", "0.3"]));
+        assert_eq!(
+            a2a_choice(old.clone(), ""),
+            json!(["JSONRPC", "http://a/v03", "0.3"])
+        );
         assert_eq!(a2a_choice(old, "1.0"), json!([null, null, null]));
         let grpc = json!({"url": "grpc://a", "preferredTransport": "GRPC", "protocolVersion": "0.3.0",
             "additionalInterfaces": [{"url": "http://a/jsonrpc", "transport": "JSONRPC"}]});
-        assert_eq!(a2a_choice(grpc, ""), json!(["JSONRPC", "http://a/jsonrpc", "0.3"]));
-        assert_eq!(a2a_choice(json!({"name": "no interfaces"}), ""), json!([null, null, null]));
+        assert_eq!(
+            a2a_choice(grpc, ""),
+            json!(["JSONRPC", "http://a/jsonrpc", "0.3"])
+        );
+        assert_eq!(
+            a2a_choice(json!({"name": "no interfaces"}), ""),
+            json!([null, null, null])
+        );
     }
 }

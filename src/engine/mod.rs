@@ -390,9 +390,7 @@ impl Engine {
                 response: &call.response,
             };
             // Each answer is read onto the ones before, so its rules can see them.
-            answer = self
-                .call_once(t, next, &running, answer, cx, moved)
-                .await?;
+            answer = self.call_once(t, next, &running, answer, cx, moved).await?;
         }
         Ok(answer)
     }
@@ -452,13 +450,12 @@ impl Engine {
             .filter(|v| !v.is_empty());
         let target = match to {
             Some(to) => {
-                let (prefix, query) = discover::path_of(&to).ok_or_else(|| {
-                    ProxyError::UpstreamInvalid {
+                let (prefix, query) =
+                    discover::path_of(&to).ok_or_else(|| ProxyError::UpstreamInvalid {
                         upstream: t.upstream.config.name.clone(),
                         dialect: t.back.name.clone(),
                         detail: format!("`{to}` is not a URL or path to call"),
-                    }
-                })?;
+                    })?;
                 discover::join(&prefix, &query, &path, &msg)
             }
             None => {
