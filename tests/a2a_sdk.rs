@@ -57,6 +57,7 @@ const CLIENTS: [&str; 3] = ["1.0", "0.3", "rest"];
 /// | `/nv` | nevermined | a2a 1.0, the SDK's agent |
 /// | `/nv03` | nevermined | a2a 0.3, the SDK's agent |
 /// | `/job` | mip003 | a2a (the card's choice: JSON-RPC 1.0), the SDK's agent |
+/// | `/jobcard` | mip003 | a2a, its card read from `vars.a2a.card_url` (another host's URL: its path on the SDK's agent) |
 /// | `/rest`, `/nvrest`, `/jobrest` | a2a, nevermined, mip003 | a2a over HTTP+JSON: the SDK's agent whose card offers only that |
 ///
 /// Both agents are served the usual way: card at the root, JSON-RPC at `/a2a/jsonrpc`, HTTP+JSON
@@ -137,6 +138,14 @@ read_timeout = "5s"
         ("rest", "sdkrest", "a2a", "a2a", ""),
         ("nvrest", "sdkrest", "nevermined", "a2a", ""),
         ("jobrest", "sdkrest", "mip003", "a2a", ""),
+        // The card's URL names another host: only its path is read, on the route's upstream.
+        (
+            "jobcard",
+            "sdk",
+            "mip003",
+            "a2a",
+            "vars.a2a = { card_url = \"http://elsewhere.invalid:1/.well-known/agent.json\" }",
+        ),
     ];
     for (name, upstream, front, back, extra) in routes {
         rest.push_str(&paid_route(
@@ -910,4 +919,48 @@ async fn nv_run(w: &World, prefix: &str, sub: &str, query: &str) -> Value {
     let path = format!("{prefix}/api/v1/agents/{DID}/tasks/{id}");
     let (_, done) = w.nv_poll(&path, sub, &["Completed", "Failed"]).await;
     done
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn card_url_is_read_on_the_routes_upstream_whatever_host_it_names() {
+    let w = world(WORK).await;
+    let sub = "card-user";
+    w.admin.grant(sub, 5).await;
+    // Availability is the card, read where card_url says (its path, on the agent).
+    let (status, v) = w
+        .call(reqwest::Method::GET, "/jobcard/availability", sub, None)
+        .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        v,
+        json!({
+            "status": "available",
+            "type": "masumi-agent",
+            "message": "Upper-cases the text of the user message (test peer built on a2a-sdk)."
+        })
+    );
+    let (status, v) = w
+        .call(
+            reqwest::Method::POST,
+            "/jobcard/start_job",
+            sub,
+            Some(json!({"identifier_from_purchaser": "aabbccddeeff0011", "input_data": {"text": "by the card"}})),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let job = v["job_id"].as_str().unwrap().to_string();
+    let (_, done) = w
+        .poll(
+            &format!("/jobcard/status?job_id={job}"),
+            sub,
+            |b| b["status"].as_str().unwrap_or("?").to_string(),
+            &["completed", "failed"],
+        )
+        .await;
+    assert_eq!(
+        (done["status"].as_str(), done["result"].as_str()),
+        (Some("completed"), Some("BY THE CARD")),
+        "{done}"
+    );
+    w.admin.charged(sub, 5, 1).await;
 }
