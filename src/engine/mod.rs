@@ -306,7 +306,13 @@ impl Engine {
             None => Vec::new(),
         };
         let mut headers = rendered.headers;
-        headers.push(("content-type".to_string(), "application/json".to_string()));
+        // A form may name its own JSON media type (A2A's HTTP+JSON answers application/a2a+json).
+        if !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        {
+            headers.push(("content-type".to_string(), "application/json".to_string()));
+        }
         Ok(FrontResponse {
             status: fop.status,
             headers,
