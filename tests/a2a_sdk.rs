@@ -521,6 +521,15 @@ async fn sdk_client_is_refused_without_a_token_or_credits_and_an_unknown_task_is
             }]
         }})
     );
+    // ListTasks over HTTP+JSON: the caller's tasks on this route (none).
+    let (status, body) = w
+        .call(reqwest::Method::GET, "/mip/tasks?pageSize=10", &lost, None)
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!({"tasks": [], "nextPageToken": "", "pageSize": 10, "totalSize": 0})
+    );
     // The card is public (it names the bearer scheme); the JSON-RPC call is refused with 401
     // before JSON-RPC, which the SDK reports as an HTTP error.
     let rpc_url = w.proxy.url("/mip/");
