@@ -43,8 +43,8 @@ const COMPLETED: &str = "TASK_STATE_COMPLETED";
 const FAILED: &str = "TASK_STATE_FAILED";
 const CANCELED: &str = "TASK_STATE_CANCELED";
 
-/// Both versions of the protocol the SDK's client speaks.
-const VERSIONS: [&str; 2] = ["1.0", "0.3"];
+/// The SDK's client in every binding and version: JSON-RPC 1.0, JSON-RPC 0.3, HTTP+JSON 1.0.
+const CLIENTS: [&str; 3] = ["1.0", "0.3", "rest"];
 
 /// The real peers and a proxy with these routes, each needing a token of plan `gold`, a task
 /// holding 1 credit and costing 1:
@@ -56,6 +56,12 @@ const VERSIONS: [&str; 2] = ["1.0", "0.3"];
 /// | `/sdk03` | a2a | a2a 0.3, the SDK's agent |
 /// | `/nv` | nevermined | a2a 1.0, the SDK's agent |
 /// | `/nv03` | nevermined | a2a 0.3, the SDK's agent |
+/// | `/job` | mip003 | a2a (the card's choice: JSON-RPC 1.0), the SDK's agent |
+/// | `/jobcard` | mip003 | a2a, its card read from `vars.a2a.card_url` (another host's URL: its path on the SDK's agent) |
+/// | `/rest`, `/nvrest`, `/jobrest` | a2a, nevermined, mip003 | a2a over HTTP+JSON: the SDK's agent whose card offers only that |
+///
+/// Both agents are served the usual way: card at the root, JSON-RPC at `/a2a/jsonrpc`, HTTP+JSON
+/// under `/a2a/rest`; interlingua finds them through the card.
 /// | `/job` | mip003 | a2a 1.0, the SDK's agent |
 struct World {
     proxy: Proxy,
@@ -63,23 +69,33 @@ struct World {
     http: reqwest::Client,
     python: PathBuf,
     agent: Peer,
+    /// The SDK's agent whose card offers HTTP+JSON only (and serves nothing else).
+    rest_agent: Peer,
+}
+
+/// The SDK's agent served the usual way (card at the root, JSON-RPC at `/a2a/jsonrpc`, HTTP+JSON
+/// under `/a2a/rest`), with these extra arguments.
+async fn sdk_agent(python: &std::path::Path, work: Duration, extra: &[&str]) -> Peer {
+    let seconds = format!("{}", work.as_secs_f64());
+    let p = python.to_path_buf();
+    let mut args: Vec<String> = ["--work", &seconds].iter().map(|s| s.to_string()).collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    if !extra.contains(&"--port") {
+        args.extend(["--port".to_string(), "0".to_string()]);
+    }
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Peer::start(&p, "a2a_agent.py", &args, &[])
+    })
+    .await
+    .unwrap()
 }
 
 /// Starts the world with agents whose tasks take `work`.
 async fn world(work: Duration) -> World {
     let python = tokio::task::spawn_blocking(peers_python).await.unwrap();
-    let seconds = format!("{}", work.as_secs_f64());
-    let p = python.clone();
-    let agent = tokio::task::spawn_blocking(move || {
-        Peer::start(
-            &p,
-            "a2a_agent.py",
-            &["--port", "0", "--work", &seconds],
-            &[],
-        )
-    })
-    .await
-    .unwrap();
+    let agent = sdk_agent(&python, work, &[]).await;
+    let rest_agent = sdk_agent(&python, work, &["--interfaces", "HTTP+JSON@1.0"]).await;
     let mip = sample_agent(sample::mip003::serve, work).await;
     let mut rest = format!(
         r#"
@@ -92,8 +108,13 @@ read_timeout = "5s"
 name = "sdk"
 address = "127.0.0.1:{}"
 read_timeout = "5s"
+
+[[upstreams]]
+name = "sdkrest"
+address = "127.0.0.1:{}"
+read_timeout = "5s"
 "#,
-        agent.port
+        agent.port, rest_agent.port
     );
     let routes = [
         ("mip", "mip", "a2a", "mip003", ""),
@@ -114,6 +135,17 @@ read_timeout = "5s"
             "vars.a2a = { version = \"0.3\" }",
         ),
         ("job", "sdk", "mip003", "a2a", ""),
+        ("rest", "sdkrest", "a2a", "a2a", ""),
+        ("nvrest", "sdkrest", "nevermined", "a2a", ""),
+        ("jobrest", "sdkrest", "mip003", "a2a", ""),
+        // The card's URL names another host: only its path is read, on the route's upstream.
+        (
+            "jobcard",
+            "sdk",
+            "mip003",
+            "a2a",
+            "vars.a2a = { card_url = \"http://elsewhere.invalid:1/.well-known/agent.json\" }",
+        ),
     ];
     for (name, upstream, front, back, extra) in routes {
         rest.push_str(&paid_route(
@@ -132,6 +164,7 @@ read_timeout = "5s"
         http: client(),
         python,
         agent,
+        rest_agent,
     }
 }
 
@@ -213,6 +246,11 @@ impl World {
         version: &str,
         subject: Option<&str>,
     ) -> Outcome {
+        // "rest": A2A 1.0 over the HTTP+JSON binding.
+        let (version, binding) = match version {
+            "rest" => ("1.0", "HTTP+JSON"),
+            v => (v, "JSONRPC"),
+        };
         let mut args: Vec<String> = [
             "--url",
             &self.proxy.url(prefix),
@@ -220,6 +258,8 @@ impl World {
             scenario,
             "--version",
             version,
+            "--binding",
+            binding,
             "--timeout",
             "15",
         ]
@@ -244,16 +284,25 @@ impl World {
         }
     }
 
-    /// Runs every `(scenario, version)` at once, each as its own [`subject`] granted 5 credits;
-    /// the outcomes in the same order.
+    /// Runs every `(scenario, version)`, four at a time, each as its own [`subject`] granted 5
+    /// credits; the outcomes in the same order.
     async fn sdk_clients(&self, prefix: &str, runs: &[(&str, &str)]) -> Vec<Outcome> {
         let subjects: Vec<String> = runs.iter().map(|(s, v)| subject(prefix, s, v)).collect();
         for sub in &subjects {
             self.admin.grant(sub, 5).await;
         }
-        futures_util::future::join_all(runs.iter().zip(&subjects).map(
-            |((scenario, version), sub)| self.sdk_client(prefix, scenario, version, Some(sub)),
-        ))
+        // At most four at once: each client is a Python process importing the SDK, and on a
+        // small machine a dozen at a time starve each other past the deadline.
+        use futures_util::StreamExt;
+        futures_util::stream::iter(
+            runs.iter()
+                .zip(&subjects)
+                .map(|((scenario, version), sub)| {
+                    self.sdk_client(prefix, scenario, version, Some(sub))
+                }),
+        )
+        .buffered(4)
+        .collect()
         .await
     }
 
@@ -298,7 +347,7 @@ impl World {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sdk_client_polls_and_blocks_on_a_mip003_task_to_completion_and_pays_one_credit_each() {
     let w = world(WORK).await;
-    let runs: Vec<(&str, &str)> = VERSIONS
+    let runs: Vec<(&str, &str)> = CLIENTS
         .iter()
         .flat_map(|v| [("complete", *v), ("blocking", *v)])
         .collect();
@@ -307,10 +356,10 @@ async fn sdk_client_polls_and_blocks_on_a_mip003_task_to_completion_and_pays_one
         // The card sends the client back to interlingua, in the version it asked for.
         let url = w.proxy.url("/mip/");
         assert_eq!(o.out["card_interfaces"][0]["url"], url.as_str(), "{o}");
-        let transport = if *version == "1.0" {
-            "JsonRpcTransport"
-        } else {
-            "CompatJsonRpcTransport"
+        let transport = match *version {
+            "1.0" => "JsonRpcTransport",
+            "0.3" => "CompatJsonRpcTransport",
+            _ => "RestTransport",
         };
         assert_eq!(o.out["transport"], transport, "{o}");
         if *scenario == "complete" {
@@ -330,7 +379,7 @@ async fn sdk_client_polls_and_blocks_on_a_mip003_task_to_completion_and_pays_one
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sdk_client_answers_the_input_request_of_a_mip003_agent_and_pays_one_credit() {
     let w = world(WORK).await;
-    let runs: Vec<(&str, &str)> = VERSIONS.iter().map(|v| ("input", *v)).collect();
+    let runs: Vec<(&str, &str)> = CLIENTS.iter().map(|v| ("input", *v)).collect();
     let outcomes = w.sdk_clients("/mip", &runs).await;
     for ((scenario, version), o) in runs.iter().zip(&outcomes) {
         o.assert_ran(&[SUBMITTED, WORKING, INPUT_REQUIRED, WORKING, COMPLETED]);
@@ -353,7 +402,7 @@ async fn sdk_client_answers_the_input_request_of_a_mip003_agent_and_pays_one_cre
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sdk_client_sees_a_failed_mip003_task_and_pays_nothing() {
     let w = world(WORK).await;
-    let runs: Vec<(&str, &str)> = VERSIONS.iter().map(|v| ("fail", *v)).collect();
+    let runs: Vec<(&str, &str)> = CLIENTS.iter().map(|v| ("fail", *v)).collect();
     let outcomes = w.sdk_clients("/mip", &runs).await;
     for ((scenario, version), o) in runs.iter().zip(&outcomes) {
         o.assert_ran(&[SUBMITTED, WORKING, FAILED]);
@@ -367,7 +416,7 @@ async fn sdk_client_sees_a_failed_mip003_task_and_pays_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sdk_client_streams_a_mip003_task_and_its_input_round_in_both_versions() {
     let w = world(WORK).await;
-    let runs: Vec<(&str, &str)> = VERSIONS
+    let runs: Vec<(&str, &str)> = CLIENTS
         .iter()
         .flat_map(|v| [("stream", *v), ("stream_input", *v)])
         .collect();
@@ -425,7 +474,7 @@ async fn sdk_client_streams_a_mip003_task_and_its_input_round_in_both_versions()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sdk_client_cancels_a_running_mip003_task_and_pays_nothing() {
     let w = world(SLOW_WORK).await;
-    let runs: Vec<(&str, &str)> = VERSIONS.iter().map(|v| ("cancel", *v)).collect();
+    let runs: Vec<(&str, &str)> = CLIENTS.iter().map(|v| ("cancel", *v)).collect();
     let outcomes = w.sdk_clients("/mip", &runs).await;
     for ((scenario, version), o) in runs.iter().zip(&outcomes) {
         o.assert_ran(&[SUBMITTED, WORKING, CANCELED]);
@@ -440,15 +489,46 @@ async fn sdk_client_is_refused_without_a_token_or_credits_and_an_unknown_task_is
     let w = world(WORK).await;
     let lost = subject("/mip", "unknown_task", "1.0");
     w.admin.grant(&lost, 5).await;
-    let (unknown, anonymous, broke) = tokio::join!(
+    let (unknown, unknown_rest, anonymous, broke) = tokio::join!(
         w.sdk_client("/mip", "unknown_task", "1.0", Some(&lost)),
+        w.sdk_client("/mip", "unknown_task", "rest", Some(&lost)),
         w.sdk_client("/mip", "complete", "1.0", None),
         w.sdk_client("/mip", "complete", "1.0", Some("nobody")),
     );
-    assert!(!unknown.exited_ok, "{unknown}");
+    for o in [&unknown, &unknown_rest] {
+        assert!(!o.exited_ok, "{o}");
+        assert_eq!(
+            o.out["error"], "TaskNotFoundError: task `no-such-task` not found",
+            "{o}"
+        );
+    }
+    // Over HTTP+JSON, the error is REST's: its status, and the body a2a-sdk's REST handler writes.
+    let (status, body) = w
+        .call(reqwest::Method::GET, "/mip/tasks/no-such-task", &lost, None)
+        .await;
+    assert_eq!(status, 404, "{body}");
     assert_eq!(
-        unknown.out["error"], "TaskNotFoundError: task `no-such-task` not found",
-        "{unknown}"
+        body,
+        json!({"error": {
+            "code": 404,
+            "status": "NOT_FOUND",
+            "message": "task `no-such-task` not found",
+            "details": [{
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": "TASK_NOT_FOUND",
+                "domain": "a2a-protocol.org",
+                "metadata": {}
+            }]
+        }})
+    );
+    // ListTasks over HTTP+JSON: the caller's tasks on this route (none).
+    let (status, body) = w
+        .call(reqwest::Method::GET, "/mip/tasks?pageSize=10", &lost, None)
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!({"tasks": [], "nextPageToken": "", "pageSize": 10, "totalSize": 0})
     );
     // The card is public (it names the bearer scheme); the JSON-RPC call is refused with 401
     // before JSON-RPC, which the SDK reports as an HTTP error.
@@ -595,8 +675,27 @@ async fn sdk_agent_as_a_nevermined_endpoint_speaking_a2a_0_3_to_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sdk_agent_as_a_mip003_service_asks_for_input_completes_and_fails() {
-    let w = world(WORK).await;
-    let sub = "mip-user";
+    mip003_lifecycle(&world(WORK).await, "/job").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_agent_offering_only_http_json_as_a_mip003_service() {
+    mip003_lifecycle(&world(WORK).await, "/jobrest").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_agent_offering_only_http_json_as_a_nevermined_endpoint() {
+    world(WORK).await.nevermined_lifecycle("/nvrest").await;
+}
+
+/// A task that asks for input and completes after it, and one that fails, on the MIP-003 route at
+/// `prefix` over the SDK's agent; one credit in all.
+async fn mip003_lifecycle(w: &World, prefix: &'static str) {
+    let sub: &'static str = if prefix == "/job" {
+        "mip-user"
+    } else {
+        "mip-user-rest"
+    };
     w.admin.grant(sub, 10).await;
     let start = |text: &'static str| {
         let w = &w;
@@ -604,7 +703,7 @@ async fn sdk_agent_as_a_mip003_service_asks_for_input_completes_and_fails() {
             let (status, v) = w
                 .call(
                     reqwest::Method::POST,
-                    "/job/start_job",
+                    &format!("{prefix}/start_job"),
                     sub,
                     Some(json!({"identifier_from_purchaser": "aabbccddeeff0011", "input_data": {"text": text}})),
                 )
@@ -616,7 +715,7 @@ async fn sdk_agent_as_a_mip003_service_asks_for_input_completes_and_fails() {
     let status_of = |b: &Value| b["status"].as_str().unwrap_or("?").to_string();
 
     let job = start("hello mode:input").await;
-    let path = format!("/job/status?job_id={job}");
+    let path = format!("{prefix}/status?job_id={job}");
     let (seen, waiting) = w
         .poll(
             &path,
@@ -636,7 +735,7 @@ async fn sdk_agent_as_a_mip003_service_asks_for_input_completes_and_fails() {
     let (status, r) = w
         .call(
             reqwest::Method::POST,
-            "/job/provide_input",
+            &format!("{prefix}/provide_input"),
             sub,
             Some(json!({"job_id": job, "status_id": waiting["id"], "input_data": {"text": "more please"}})),
         )
@@ -654,7 +753,7 @@ async fn sdk_agent_as_a_mip003_service_asks_for_input_completes_and_fails() {
     let bad = start("hello mode:fail").await;
     let (_, failed) = w
         .poll(
-            &format!("/job/status?job_id={bad}"),
+            &format!("{prefix}/status?job_id={bad}"),
             sub,
             status_of,
             &["completed", "failed"],
@@ -669,8 +768,8 @@ async fn sdk_agent_as_a_mip003_service_asks_for_input_completes_and_fails() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sdk_client_reaches_the_sdk_agent_through_interlingua_in_every_version_pairing() {
     let w = world(WORK).await;
-    for prefix in ["/sdk", "/sdk03"] {
-        let runs: Vec<(&str, &str)> = VERSIONS
+    for prefix in ["/sdk", "/sdk03", "/rest"] {
+        let runs: Vec<(&str, &str)> = CLIENTS
             .iter()
             .flat_map(|v| {
                 [
@@ -692,6 +791,8 @@ async fn sdk_client_reaches_the_sdk_agent_through_interlingua_in_every_version_p
                 }
                 "fail" => {
                     o.assert_ran(&[SUBMITTED, WORKING, FAILED]);
+                    // Its words are its status message, not a result.
+                    assert_eq!(o.out["artifact_text"], Value::Null, "{ctx}: {o}");
                     (0, json!(["the agent failed on purpose"]))
                 }
                 _ => {
@@ -714,7 +815,7 @@ async fn sdk_client_reaches_the_sdk_agent_through_interlingua_in_every_version_p
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sdk_client_cancels_a_running_task_on_the_sdk_agent_through_interlingua() {
     let w = world(SLOW_WORK).await;
-    let runs: Vec<(&str, &str)> = VERSIONS.iter().map(|v| ("cancel", *v)).collect();
+    let runs: Vec<(&str, &str)> = CLIENTS.iter().map(|v| ("cancel", *v)).collect();
     let outcomes = w.sdk_clients("/sdk", &runs).await;
     for ((scenario, version), o) in runs.iter().zip(&outcomes) {
         o.assert_ran(&[SUBMITTED, WORKING, CANCELED]);
@@ -725,7 +826,7 @@ async fn sdk_client_cancels_a_running_task_on_the_sdk_agent_through_interlingua(
     // The cancels reached the agent: it has exactly these two tasks, both canceled.
     let resp = w
         .http
-        .post(format!("http://127.0.0.1:{}/", w.agent.port))
+        .post(format!("http://127.0.0.1:{}/a2a/jsonrpc", w.agent.port))
         .header("A2A-Version", "1.0")
         .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}))
         .send()
@@ -737,5 +838,138 @@ async fn sdk_client_cancels_a_running_task_on_the_sdk_agent_through_interlingua(
         .as_array()
         .map(|t| t.iter().map(|t| &t["status"]["state"]).collect())
         .unwrap_or_default();
-    assert_eq!(states, [CANCELED, CANCELED], "{v}");
+    assert_eq!(states, [CANCELED, CANCELED, CANCELED], "{v}");
+    // The same over HTTP+JSON, to the agent whose card offers only that.
+    let outcomes = w.sdk_clients("/rest", &runs).await;
+    for ((scenario, version), o) in runs.iter().zip(&outcomes) {
+        o.assert_ran(&[SUBMITTED, WORKING, CANCELED]);
+        w.admin
+            .charged(&subject("/rest", scenario, version), 5, 0)
+            .await;
+    }
+    let resp = w
+        .http
+        .get(format!(
+            "http://127.0.0.1:{}/a2a/rest/tasks",
+            w.rest_agent.port
+        ))
+        .header("A2A-Version", "1.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let v: Value = resp.json().await.unwrap();
+    let states: Vec<&Value> = v["tasks"]
+        .as_array()
+        .map(|t| t.iter().map(|t| &t["status"]["state"]).collect())
+        .unwrap_or_default();
+    assert_eq!(states, [CANCELED, CANCELED, CANCELED], "{v}");
+}
+
+// ------------------------------------------------ the card is followed when the agent moves
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_card_is_read_again_when_the_agent_moves_its_interface() {
+    let python = tokio::task::spawn_blocking(peers_python).await.unwrap();
+    let first = sdk_agent(&python, Duration::ZERO, &["--interfaces", "JSONRPC@1.0"]).await;
+    let port = first.port;
+    let rest = format!(
+        r#"
+[[upstreams]]
+name = "sdk"
+address = "127.0.0.1:{port}"
+read_timeout = "5s"
+"#
+    );
+    let rest = rest + &paid_route("moving", "/moving", "sdk", "nevermined", "a2a", "");
+    let proxy = Proxy::start(&paid_config(&rest));
+    let w = World {
+        admin: Admin::new(&proxy),
+        proxy,
+        http: client(),
+        python: python.clone(),
+        agent: first,
+        // Not used here: the moving agent stands in.
+        rest_agent: sdk_agent(&python, Duration::ZERO, &["--interfaces", "JSONRPC@1.0"]).await,
+    };
+    let sub = "mover";
+    w.admin.grant(sub, 10).await;
+    let done = nv_run(&w, "/moving", sub, "before the move").await;
+    assert_eq!(done["task"]["output"], "BEFORE THE MOVE", "{done}");
+
+    // The agent comes back on the same port with JSON-RPC elsewhere (its card says where): the
+    // cached card names a path that is now a 404, so interlingua reads the card again and calls
+    // the new path, within the card's 5-minute ttl.
+    drop(w.agent);
+    let moved = sdk_agent(
+        &python,
+        Duration::ZERO,
+        &[
+            "--port",
+            &port.to_string(),
+            "--rpc-path",
+            "/moved/rpc",
+            "--interfaces",
+            "JSONRPC@1.0",
+        ],
+    )
+    .await;
+    assert_eq!(moved.port, port);
+    let w = World { agent: moved, ..w };
+    let done = nv_run(&w, "/moving", sub, "after the move").await;
+    assert_eq!(done["task"]["output"], "AFTER THE MOVE", "{done}");
+    assert_eq!(done["task"]["task_status"], "Completed", "{done}");
+    w.admin.charged(sub, 10, 2).await;
+}
+
+/// A Nevermined task on `prefix` with `query`, polled until it ends; its last body.
+async fn nv_run(w: &World, prefix: &str, sub: &str, query: &str) -> Value {
+    let id = w.nv_create(prefix, sub, query).await;
+    let path = format!("{prefix}/api/v1/agents/{DID}/tasks/{id}");
+    let (_, done) = w.nv_poll(&path, sub, &["Completed", "Failed"]).await;
+    done
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn card_url_is_read_on_the_routes_upstream_whatever_host_it_names() {
+    let w = world(WORK).await;
+    let sub = "card-user";
+    w.admin.grant(sub, 5).await;
+    // Availability is the card, read where card_url says (its path, on the agent).
+    let (status, v) = w
+        .call(reqwest::Method::GET, "/jobcard/availability", sub, None)
+        .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        v,
+        json!({
+            "status": "available",
+            "type": "masumi-agent",
+            "message": "Upper-cases the text of the user message (test peer built on a2a-sdk)."
+        })
+    );
+    let (status, v) = w
+        .call(
+            reqwest::Method::POST,
+            "/jobcard/start_job",
+            sub,
+            Some(json!({"identifier_from_purchaser": "aabbccddeeff0011", "input_data": {"text": "by the card"}})),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let job = v["job_id"].as_str().unwrap().to_string();
+    let (_, done) = w
+        .poll(
+            &format!("/jobcard/status?job_id={job}"),
+            sub,
+            |b| b["status"].as_str().unwrap_or("?").to_string(),
+            &["completed", "failed"],
+        )
+        .await;
+    assert_eq!(
+        (done["status"].as_str(), done["result"].as_str()),
+        (Some("completed"), Some("BY THE CARD")),
+        "{done}"
+    );
+    w.admin.charged(sub, 5, 1).await;
 }

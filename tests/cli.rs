@@ -544,7 +544,8 @@ fn dialects_lists_every_form_of_every_operation() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     for line in [
-        "a2a  A2A (Agent2Agent) JSON-RPC  (mappings/a2a.toml)",
+        "a2a  A2A (Agent2Agent) JSON-RPC and HTTP+JSON  (mappings/a2a.toml)",
+        "  cancel_task    front      POST   /tasks/{id}:cancel  (form `rest_in_cancel`)",
         "  create_task    front      POST   /  (form `stream`; 2 condition(s) on the request; answers with events)",
         "  create_task    back       POST   /v1/threads  (2 more call(s))",
     ] {

@@ -19,6 +19,7 @@
 //! | `charge` | `charge.credits`: what this request charged, on priced routes |
 //! | `agent` | what `describe` says: `name`, `title`, `dialect`, `url`, `operations`, `input_schema` |
 //! | `var` | the dialect's variables (`[vars]`, overridden per route) |
+//! | `discovered` | what a back's `[discover]` call read (open: its rules name what they keep) |
 
 const IO: &[&str] = &["text", "params", "params.*", "artifacts", "artifacts.*"];
 const OUT: &[&str] = &[
@@ -121,8 +122,8 @@ pub fn is_known(path: &[String]) -> bool {
                 | ["total"]
                 | ["next_page"]
         ),
-        // Open: a front's [request] rules name what they keep.
-        "request" => !rest.is_empty(),
+        // Open: a front's [request] rules, a back's [discover] rules, name what they keep.
+        "request" | "discovered" => !rest.is_empty(),
         "event" => matches!(rest.as_slice(), ["first"] | ["last"] | ["seq"]),
         "charge" => matches!(rest.as_slice(), ["credits"]),
         "agent" => matches!(

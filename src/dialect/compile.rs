@@ -14,9 +14,9 @@ use toml::Spanned;
 use super::canonical;
 use super::expr::Expr;
 use super::file::{
-    CallSection, Condition as ConditionSection, ErrorSection, FieldRule, IdsSection,
-    OperationSection, RefuseSection, RequestSection, ShapeSection, StatusSection, StreamSection,
-    TableSection,
+    CallSection, Condition as ConditionSection, DiscoverSection, ErrorSection, FieldRule,
+    IdsSection, OperationSection, RefuseSection, RequestSection, ShapeSection, StatusSection,
+    StreamSection, TableSection,
 };
 use super::location::{JsonLocation, Location};
 use super::mapping::*;
@@ -38,9 +38,16 @@ const TOP_KEYS: &[&str] = &[
     "error",
     "shapes",
     "calls",
+    "discover",
     "operations",
     "refuse",
 ];
+
+/// Where `[discover]` reads by default: the A2A well-known card path (RFC 8615), the one
+/// discovery document among the dialects.
+const DISCOVER_PATH: &str = "/.well-known/agent-card.json";
+/// How long what `[discover]` read is kept by default.
+const DISCOVER_TTL: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Parses and checks mapping text. `origin` names it in problems.
 pub fn parse(text: &str, origin: &str) -> Result<Mapping, Problems> {
@@ -66,6 +73,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Mapping, Problems> {
             "tables" => raw.tables = entries::<TableSection>(value, name, &mut p),
             "request" => raw.request = one::<RequestSection>(value, name, &mut p),
             "calls" => raw.calls = entries::<CallSection>(value, name, &mut p),
+            "discover" => raw.discover = one::<DiscoverSection>(value, name, &mut p),
             "input_schema" => raw.input_schema = one::<toml::Value>(value, name, &mut p),
             "error" => raw.error = one::<ErrorSection>(value, name, &mut p),
             "shapes" => raw.shapes = entries::<ShapeSection>(value, name, &mut p),
@@ -111,6 +119,7 @@ struct Raw {
     error: Option<ErrorSection>,
     shapes: Vec<(Spanned<String>, ShapeSection)>,
     calls: Vec<(Spanned<String>, CallSection)>,
+    discover: Option<DiscoverSection>,
     operations: Vec<(Spanned<String>, OperationSection)>,
     refuse: Vec<(Spanned<String>, RefuseSection)>,
 }
@@ -246,6 +255,7 @@ fn compile(raw: Raw, origin: &str, p: &mut Collector<'_>) -> Option<Mapping> {
             cx.calls.insert(call_name.get_ref().clone(), Arc::new(c));
         }
     }
+    let discover = raw.discover.as_ref().and_then(|d| cx.discover(d, p));
     let mut ops: Vec<Op> = Vec::new();
     for (op_name, op) in &raw.operations {
         let (kind_name, kind_span) = match &op.operation {
@@ -308,6 +318,7 @@ fn compile(raw: Raw, origin: &str, p: &mut Collector<'_>) -> Option<Mapping> {
         error,
         error_status,
         request,
+        discover,
         ops,
     })
 }
@@ -546,11 +557,42 @@ impl RuleCx<'_> {
         let where_ = format!("calls.{name}");
         self.exchange(
             name,
-            (&c.method, &c.path),
+            (&c.method, &c.path, c.target.as_ref()),
             (c.request.as_deref(), c.response.as_deref()),
             &where_,
             p,
         )
+    }
+
+    /// `[discover]`: a GET of `/.well-known/agent-card.json` unless it says otherwise, kept 5
+    /// minutes unless it says otherwise.
+    fn discover(&self, d: &DiscoverSection, p: &mut Collector<'_>) -> Option<Discover> {
+        let method = d
+            .method
+            .clone()
+            .unwrap_or_else(|| Spanned::new(0..0, "GET".to_string()));
+        let path = d
+            .path
+            .clone()
+            .unwrap_or_else(|| Spanned::new(0..0, DISCOVER_PATH.to_string()));
+        let ttl = match &d.ttl {
+            None => DISCOVER_TTL,
+            Some(t) => match crate::config::parse_duration(t.get_ref()) {
+                Ok(ttl) => ttl,
+                Err(e) => {
+                    p.at(Some(t.span()), "discover.ttl", e);
+                    DISCOVER_TTL
+                }
+            },
+        };
+        let call = self.exchange(
+            "discover",
+            (&method, &path, d.target.as_ref()),
+            (d.request.as_deref(), d.response.as_deref()),
+            "discover",
+            p,
+        )?;
+        Some(Discover { call, ttl })
     }
 
     /// One HTTP exchange: method, path template, and the rules of its request (which may name
@@ -558,12 +600,13 @@ impl RuleCx<'_> {
     fn exchange(
         &self,
         name: &str,
-        (method, path): (&Spanned<String>, &Spanned<String>),
+        (method, path, target): (&Spanned<String>, &Spanned<String>, Option<&Spanned<String>>),
         (request, response): (Option<&[RuleText]>, Option<&[RuleText]>),
         where_: &str,
         p: &mut Collector<'_>,
     ) -> Option<Call> {
         let method = self.method(method, where_, p);
+        let target = self.expr(target, &format!("{where_}.target"), false, p);
         let template = match PathTemplate::parse(path.get_ref()) {
             Ok(t) => Some(t),
             Err(e) => {
@@ -593,6 +636,7 @@ impl RuleCx<'_> {
             name: name.to_string(),
             method: method?,
             path: template?,
+            target,
             request,
             response,
         })
@@ -698,7 +742,7 @@ impl RuleCx<'_> {
         let where_ = format!("operations.{key}");
         let exchange = self.exchange(
             key,
-            (&op.method, &op.path),
+            (&op.method, &op.path, op.target.as_ref()),
             (op.request.as_deref(), op.response.as_deref()),
             &where_,
             p,
@@ -840,6 +884,7 @@ impl RuleCx<'_> {
         let Call {
             method,
             path,
+            target,
             request,
             response,
             ..
@@ -852,6 +897,7 @@ impl RuleCx<'_> {
             front,
             back,
             then,
+            target,
             stream,
             method,
             path,

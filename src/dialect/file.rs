@@ -169,6 +169,10 @@ pub struct OperationSection {
     /// Back: further calls after this one, each a `[calls.NAME]`; what each answer says is
     /// merged into the task before the next call is written.
     pub then: Option<Vec<Spanned<String>>>,
+    /// Back: an expression giving the path (or absolute URL: its path and query only) that
+    /// `path` is appended to, instead of the upstream's `base_path`; when it has no value, the
+    /// upstream's `base_path` as usual.
+    pub target: Option<Spanned<String>>,
     /// Front: answer with server-sent events.
     pub stream: Option<StreamSection>,
     /// Other path templates a front request may use for the operation (older paths); only `path`
@@ -246,6 +250,27 @@ pub struct RefuseSection {
 pub struct CallSection {
     pub method: Spanned<String>,
     pub path: Spanned<String>,
+    /// As an operation's `target`.
+    pub target: Option<Spanned<String>>,
+    pub request: Option<Vec<Spanned<FieldRule>>>,
+    pub response: Option<Vec<Spanned<FieldRule>>>,
+}
+
+/// `[discover]`: a call the engine makes before a back's first call (and again when one fails)
+/// to learn where and how to call it (an A2A agent card); its response rules read into
+/// `discovered.*`, which back forms' `when`, `target` and rules then read.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiscoverSection {
+    /// Default `GET`.
+    pub method: Option<Spanned<String>>,
+    /// Default `/.well-known/agent-card.json`, at the upstream's root (not below `base_path`).
+    pub path: Option<Spanned<String>>,
+    /// An expression giving the path or absolute URL to read instead (only its path and query
+    /// are used: the call goes to the route's upstream whatever host it names).
+    pub target: Option<Spanned<String>>,
+    /// How long what was discovered is kept (default "5m").
+    pub ttl: Option<Spanned<String>>,
     pub request: Option<Vec<Spanned<FieldRule>>>,
     pub response: Option<Vec<Spanned<FieldRule>>>,
 }

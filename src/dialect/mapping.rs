@@ -33,6 +33,8 @@ pub struct Mapping {
     pub error_status: Option<Expr>,
     /// Fields read from every front request into `request.*`.
     pub request: Option<Rules>,
+    /// Back: the call that learns `discovered.*` (`[discover]`).
+    pub discover: Option<Discover>,
     /// Operations in file order.
     pub ops: Vec<Op>,
     /// Requests the dialect knows and interlingua refuses (`[refuse.NAME]`).
@@ -287,6 +289,8 @@ pub struct Op {
     pub back: bool,
     /// Back: further calls, in order.
     pub then: Vec<Arc<Call>>,
+    /// Back: where `path` is appended, when it has a value (else the upstream's `base_path`).
+    pub target: Option<Expr>,
     /// Front: the answer is a stream of events.
     pub stream: Option<Stream>,
     pub method: Method,
@@ -326,8 +330,19 @@ pub struct Call {
     pub name: String,
     pub method: Method,
     pub path: PathTemplate,
+    /// Where `path` is appended, when it has a value (else the upstream's `base_path`).
+    pub target: Option<Expr>,
     pub request: Rules,
     pub response: Rules,
+}
+
+/// `[discover]`: the call that tells the engine where and how to call a back (`discovered.*`).
+#[derive(Debug)]
+pub struct Discover {
+    /// Its method, path (at the upstream's root) and rules; `target` replaces the path.
+    pub call: Call,
+    /// How long what it read is kept.
+    pub ttl: std::time::Duration,
 }
 
 /// When a stream of events ends.

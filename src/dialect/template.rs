@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Part {
     Literal(String),
-    Param(String),
+    /// A parameter, and the literal text that ends its segment (`{id}:cancel`; empty for `{id}`).
+    Param(String, String),
 }
 
 /// A parsed path template.
@@ -18,8 +19,10 @@ pub struct PathTemplate {
 }
 
 impl PathTemplate {
-    /// Parses a template. Parameters are whole segments (`{name}`); the query string is not part
-    /// of a template (query parameters are field rules).
+    /// Parses a template. A parameter starts a segment (`{name}`) and may be followed by literal
+    /// text to the segment's end (`{id}:cancel`, as in Google-style REST APIs such as A2A's
+    /// HTTP+JSON binding); the query string is not part of a template (query parameters are
+    /// field rules).
     pub fn parse(text: &str) -> Result<PathTemplate, String> {
         if !text.starts_with('/') {
             return Err(format!("path `{text}` must start with '/'"));
@@ -31,20 +34,27 @@ impl PathTemplate {
         }
         let mut parts = Vec::new();
         for seg in text.split('/').filter(|s| !s.is_empty()) {
-            match seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
-                Some(name)
+            let param = seg
+                .strip_prefix('{')
+                .and_then(|s| s.split_once('}'))
+                .filter(|(_, suffix)| !suffix.contains(['{', '}']));
+            match param {
+                Some((name, suffix))
                     if !name.is_empty()
                         && name.chars().all(|c| c.is_alphanumeric() || c == '_') =>
                 {
-                    if parts.contains(&Part::Param(name.to_string())) {
+                    if parts
+                        .iter()
+                        .any(|p| matches!(p, Part::Param(n, _) if n == name))
+                    {
                         return Err(format!("path `{text}` names `{{{name}}}` twice"));
                     }
-                    parts.push(Part::Param(name.to_string()));
+                    parts.push(Part::Param(name.to_string(), suffix.to_string()));
                 }
                 Some(_) => return Err(format!("path `{text}`: `{seg}` is not a parameter name")),
                 None if seg.contains(['{', '}']) => {
                     return Err(format!(
-                        "path `{text}`: a parameter must be a whole segment, not `{seg}`"
+                        "path `{text}`: a parameter must start its segment, not `{seg}`"
                     ))
                 }
                 None => parts.push(Part::Literal(seg.to_string())),
@@ -63,17 +73,23 @@ impl PathTemplate {
     /// The parameter names, in order.
     pub fn params(&self) -> impl Iterator<Item = &str> {
         self.parts.iter().filter_map(|p| match p {
-            Part::Param(n) => Some(n.as_str()),
+            Part::Param(n, _) => Some(n.as_str()),
             Part::Literal(_) => None,
         })
     }
 
-    /// How many segments are literal: the more, the more specific the template.
+    /// How literal the template is: the more, the more specific. A literal segment counts 2, a
+    /// parameter with literal text after it 1 (so `/tasks/{id}:cancel` beats `/tasks/{id}`, which
+    /// would also take `abc:cancel` as an id).
     pub fn specificity(&self) -> usize {
         self.parts
             .iter()
-            .filter(|p| matches!(p, Part::Literal(_)))
-            .count()
+            .map(|p| match p {
+                Part::Literal(_) => 2,
+                Part::Param(_, suffix) if !suffix.is_empty() => 1,
+                Part::Param(..) => 0,
+            })
+            .sum()
     }
 
     /// Matches a request path (without query); returns the parameters, percent-decoded.
@@ -87,8 +103,11 @@ impl PathTemplate {
             match part {
                 Part::Literal(l) if l == seg => {}
                 Part::Literal(_) => return None,
-                Part::Param(name) => {
-                    params.insert(name.clone(), percent_decode(seg)?);
+                Part::Param(name, suffix) => {
+                    let value = seg
+                        .strip_suffix(suffix.as_str())
+                        .filter(|v| !v.is_empty())?;
+                    params.insert(name.clone(), percent_decode(value)?);
                 }
             }
         }
@@ -102,11 +121,12 @@ impl PathTemplate {
             out.push('/');
             match part {
                 Part::Literal(l) => out.push_str(l),
-                Part::Param(name) => {
+                Part::Param(name, suffix) => {
                     let v = params
                         .get(name)
                         .ok_or_else(|| format!("no value for path parameter `{{{name}}}`"))?;
                     out.push_str(&percent_encode(v));
+                    out.push_str(suffix);
                 }
             }
         }
@@ -189,8 +209,26 @@ mod tests {
             t.render(&p).unwrap(),
             "/api/v1/agents/did:nv:ab/tasks/task-1%202"
         );
-        assert_eq!(t.specificity(), 4);
+        assert_eq!(t.specificity(), 8);
         assert!(t.matches("/api/v1/agents/x/tasks").is_none());
+    }
+
+    #[test]
+    fn a_parameter_may_end_with_literal_text() {
+        let cancel = PathTemplate::parse("/tasks/{id}:cancel").unwrap();
+        let plain = PathTemplate::parse("/tasks/{id}").unwrap();
+        let p = cancel.matches("/tasks/t%3A1:cancel").unwrap();
+        assert_eq!(p["id"], "t:1");
+        assert_eq!(cancel.render(&p).unwrap(), "/tasks/t:1:cancel");
+        assert!(cancel.matches("/tasks/abc").is_none());
+        assert!(
+            cancel.matches("/tasks/:cancel").is_none(),
+            "an empty id is no id"
+        );
+        // Both match `abc:cancel`; the one with the suffix is the more specific.
+        assert!(plain.matches("/tasks/abc:cancel").is_some());
+        assert!(cancel.specificity() > plain.specificity());
+        assert_eq!(cancel.params().collect::<Vec<_>>(), ["id"]);
     }
 
     #[test]
@@ -201,7 +239,8 @@ mod tests {
             .contains("query"));
         assert!(PathTemplate::parse("/a/x{id}")
             .unwrap_err()
-            .contains("whole segment"));
+            .contains("start its segment"));
+        assert!(PathTemplate::parse("/a/{id}x{y}").is_err());
         assert!(PathTemplate::parse("/a/{id}/{id}")
             .unwrap_err()
             .contains("twice"));

@@ -14,6 +14,7 @@
 //! `search_tasks` from config, the mappings and the store. It knows no dialect by name.
 
 pub mod client;
+mod discover;
 mod follow;
 mod ops;
 mod pay;
@@ -173,6 +174,8 @@ pub struct Engine {
     schemas: Mutex<HashMap<String, (Instant, Value)>>,
     /// When each task was last refreshed from its back (polls coalesce).
     refreshes: follow::Refreshes,
+    /// What backs' `[discover]` calls said, per route.
+    discovery: discover::Cache,
 }
 
 /// How long a schema fetched from a back is reused.
@@ -188,6 +191,7 @@ impl Engine {
             client: Arc::new(Client::new(idle_pool)),
             schemas: Mutex::new(HashMap::new()),
             refreshes: follow::Refreshes::default(),
+            discovery: discover::Cache::default(),
         }
     }
 
@@ -322,7 +326,13 @@ impl Engine {
             None => Vec::new(),
         };
         let mut headers = rendered.headers;
-        headers.push(("content-type".to_string(), "application/json".to_string()));
+        // A form may name its own JSON media type (A2A's HTTP+JSON answers application/a2a+json).
+        if !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        {
+            headers.push(("content-type".to_string(), "application/json".to_string()));
+        }
         Ok(FrontResponse {
             status: fop.status,
             headers,
@@ -331,9 +341,11 @@ impl Engine {
     }
 
     /// Calls operation `op` of the back with the canonical document `doc`; returns what the
-    /// back's answer says, as a canonical document. Of several forms of the operation the first
-    /// whose `when` holds is used; an operation made of several calls (`then`) makes them in
-    /// order, each written from the document as the answers so far have updated it.
+    /// back's answer says, as a canonical document. A back with `[discover]` is called with what
+    /// it discovered in view (`discovered.*`); when the call fails as if the agent had moved (no
+    /// connection, 404, 405, 5xx), discovery is made afresh and, if it now says something else,
+    /// the call is made once more. Nothing is retried when discovery says the same: the failure
+    /// is then the agent's answer, and a second create could start a second task.
     async fn call_back(
         &self,
         t: &Translated,
@@ -341,14 +353,55 @@ impl Engine {
         doc: &dyn Doc,
         cx: &mut Cx<'_>,
     ) -> Result<Value, ProxyError> {
+        let Some(known) = self.discovered(t, cx, false).await else {
+            return self.call_form(t, op, doc, cx, &mut false).await;
+        };
+        let view = discover::WithDiscovered {
+            doc,
+            discovered: &known,
+        };
+        let mut moved = false;
+        match self.call_form(t, op, &view, cx, &mut moved).await {
+            Err(e) if moved => {
+                let Some(fresh) = self.discovered(t, cx, true).await else {
+                    return Err(e);
+                };
+                if fresh == known {
+                    return Err(e);
+                }
+                let view = discover::WithDiscovered {
+                    doc,
+                    discovered: &fresh,
+                };
+                self.call_form(t, op, &view, cx, &mut false).await
+            }
+            other => other,
+        }
+    }
+
+    /// Calls the back's form of `op` for `doc`: of several forms the first whose `when` holds;
+    /// an operation made of several calls (`then`) makes them in order, each written from the
+    /// document as the answers so far have updated it. `moved` is set when a call failed as if
+    /// the agent were no longer where it was called.
+    async fn call_form(
+        &self,
+        t: &Translated,
+        op: Operation,
+        doc: &dyn Doc,
+        cx: &mut Cx<'_>,
+        moved: &mut bool,
+    ) -> Result<Value, ProxyError> {
         let bop = self.back_form(t, op, doc)?;
         let first = Call {
             method: &bop.method,
             path: &bop.path,
+            target: bop.target.as_ref(),
             request: &bop.request,
             response: &bop.response,
         };
-        let mut answer = self.call_once(t, first, doc, Value::Null, cx).await?;
+        let mut answer = self
+            .call_once(t, first, doc, Value::Null, cx, moved)
+            .await?;
         if bop.then.is_empty() {
             return Ok(answer);
         }
@@ -358,11 +411,12 @@ impl Engine {
             let next = Call {
                 method: &call.method,
                 path: &call.path,
+                target: call.target.as_ref(),
                 request: &call.request,
                 response: &call.response,
             };
             // Each answer is read onto the ones before, so its rules can see them.
-            answer = self.call_once(t, next, &running, answer, cx).await?;
+            answer = self.call_once(t, next, &running, answer, cx, moved).await?;
         }
         Ok(answer)
     }
@@ -393,10 +447,12 @@ impl Engine {
         doc: &dyn Doc,
         seed: Value,
         cx: &mut Cx<'_>,
+        moved: &mut bool,
     ) -> Result<Value, ProxyError> {
         let Call {
             method,
             path: template,
+            target,
             request,
             response,
         } = call;
@@ -412,11 +468,31 @@ impl Engine {
         let path = template
             .render(&msg.params)
             .map_err(|e| ProxyError::Internal(format!("the `{}` path: {e}", t.back.name)))?;
-        let mut target = format!("{}{path}", t.upstream.config.base_path);
-        if !msg.query.is_empty() {
-            target.push('?');
-            target.push_str(&render_query(&msg.query));
-        }
+        // A target (e.g. the URL an agent's card names) replaces the upstream's base_path; the
+        // call still goes to the route's upstream, whatever host the target names.
+        let to = target
+            .and_then(|e| dialect::evaluate(e, doc, &t.back_ctx()))
+            .map(|v| views::text_of(&v))
+            .filter(|v| !v.is_empty());
+        let target = match to {
+            Some(to) => {
+                let (prefix, query) =
+                    discover::path_of(&to).ok_or_else(|| ProxyError::UpstreamInvalid {
+                        upstream: t.upstream.config.name.clone(),
+                        dialect: t.back.name.clone(),
+                        detail: format!("`{to}` is not a URL or path to call"),
+                    })?;
+                discover::join(&prefix, &query, &path, &msg)
+            }
+            None => {
+                let mut target = format!("{}{path}", t.upstream.config.base_path);
+                if !msg.query.is_empty() {
+                    target.push('?');
+                    target.push_str(&render_query(&msg.query));
+                }
+                target
+            }
+        };
         let body = match &msg.body {
             Some(b) => Some(Bytes::from(
                 serde_json::to_vec(b).map_err(|e| ProxyError::Internal(e.to_string()))?,
@@ -424,9 +500,16 @@ impl Engine {
             None => None,
         };
         let header = request_header(method, &target, t, &msg, body.as_ref(), cx)?;
-        let answer = self.client.call(&t.upstream, header, body).await?;
+        let answer = match self.client.call(&t.upstream, header, body).await {
+            Ok(a) => a,
+            Err(e) => {
+                *moved = matches!(e, ProxyError::UpstreamFailed { .. });
+                return Err(e);
+            }
+        };
         cx.spent.upstream += answer.took;
         let parsed = parse_answer(&answer.body);
+        *moved = matches!(answer.status, 404 | 405) || answer.status >= 500;
         if answer.status >= 400 {
             return Err(self.back_error(t, answer.status, parsed, &answer.body));
         }
@@ -512,6 +595,7 @@ impl Engine {
 struct Call<'a> {
     method: &'a Method,
     path: &'a crate::dialect::template::PathTemplate,
+    target: Option<&'a crate::dialect::expr::Expr>,
     request: &'a Rules,
     response: &'a Rules,
 }

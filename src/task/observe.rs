@@ -46,14 +46,23 @@ impl Task {
     ) -> Observation {
         let before = self.clone();
         let mut finished = Vec::new();
-        if self.status.is_terminal() {
-            return Observation::default();
-        }
+        // What the client gave a waiting step is recorded even when the task has ended in the
+        // meantime (the agent finished fast, and a poll stored that first).
         if let Some((step_id, input)) = patch.answered {
             if let Some(step) = self.steps.iter_mut().find(|s| s.id == step_id) {
                 step.input.text = input.text;
                 step.input.params = input.params;
             }
+        }
+        if self.status.is_terminal() {
+            let changed = *self != before;
+            if changed {
+                self.updated_at = now;
+            }
+            return Observation {
+                changed,
+                finished_steps: Vec::new(),
+            };
         }
         if patch.next_turn {
             self.turn += 1;
@@ -311,6 +320,13 @@ mod tests {
             StepSource::Synthesized,
             now,
         );
+        // Or one that a poll found completed before the answer was stored.
+        let mut ended = t.clone();
+        ended.observe(status(Status::Completed), StepSource::Synthesized, now);
+        ended.observe(answer.clone(), StepSource::Synthesized, now);
+        let step = ended.steps.iter().find(|s| s.id == waiting).unwrap();
+        assert_eq!(step.input.text.as_deref(), Some("more"));
+        assert_eq!(ended.status, Status::Completed);
         for task in [&mut t, &mut newer] {
             let turn = task.turn;
             task.observe(answer.clone(), StepSource::Synthesized, now);

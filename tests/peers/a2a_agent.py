@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """A2A server agent built on the official `a2a-sdk` package (1.3.0: A2A 1.0 with the 0.3 compat layer).
 
-The app is a plain Starlette app made of the SDK's own routes:
+The app is a plain Starlette app made of the SDK's own routes, laid out the usual way:
   create_agent_card_routes(card)                                   GET /.well-known/agent-card.json
   create_agent_card_routes(card, card_url="/.well-known/agent.json")   (0.2.x alias, same card)
-  create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True)  POST /
-so the same endpoint answers 1.0 methods (SendMessage, GetTask, ...; client sends `A2A-Version: 1.0`) and
-0.3 methods (message/send, tasks/get, ...; no A2A-Version header, or `0.3`).
+  create_jsonrpc_routes(handler, rpc_url=--rpc-path, enable_v0_3_compat=True)   POST /a2a/jsonrpc
+  create_rest_routes(handler, path_prefix=--rest-path)              /a2a/rest/message:send, /tasks/{id}, ...
+so the JSON-RPC endpoint answers 1.0 methods (SendMessage, GetTask, ...; client sends `A2A-Version: 1.0`)
+and 0.3 methods (message/send, tasks/get, ...; no A2A-Version header, or `0.3`).
 The handler is the SDK's DefaultRequestHandler with an InMemoryTaskStore.
 
-The card lists the JSON-RPC interface at http://127.0.0.1:<port>/ once per version in --card-versions
-(default "1.0,0.3.0"); the 0.3 entry makes the SDK also emit the legacy top-level fields (url,
-protocolVersion, preferredTransport) so 0.3 clients can read the card. capabilities.streaming = true.
+The card lists one interface per entry of --interfaces (default "JSONRPC@1.0,JSONRPC@0.3.0,HTTP+JSON@1.0"),
+each at http://127.0.0.1:<port><its path>; a binding the card does not list is not served. A 0.3 entry
+makes the SDK also emit the legacy top-level fields (url, protocolVersion, preferredTransport) so 0.3
+clients can read the card. capabilities.streaming = true.
 
 Executor behaviour (input text = concatenation of the text parts of the user message, no separator):
   * enqueue the Task (TASK_STATE_SUBMITTED), sleep --work/2, TASK_STATE_WORKING, sleep --work/2, then:
@@ -24,7 +26,8 @@ Executor behaviour (input text = concatenation of the text parts of the user mes
   * otherwise: artifact "result" whose single text part is the input text upper-cased, TASK_STATE_COMPLETED.
   Cancel: the executor publishes TASK_STATE_CANCELED (the SDK then stops the running execute()).
 
-CLI:  python a2a_agent.py --port 0 [--work SECONDS] [--card-versions 1.0,0.3.0] [--log-level warning]
+CLI:  python a2a_agent.py --port 0 [--work SECONDS] [--interfaces JSONRPC@1.0,JSONRPC@0.3.0,HTTP+JSON@1.0]
+                          [--rpc-path /a2a/jsonrpc] [--rest-path /a2a/rest] [--log-level warning]
 Prints exactly one line "listening <port>" on stdout (flushed) once the socket accepts connections;
 stdout is then redirected to stderr. Serves until killed: exits on SIGTERM/SIGINT, on stdin EOF (only if
 stdin is a pipe/socket; env AGENT_WATCH_STDIN=auto|1|0) and when the parent process dies (env
@@ -46,7 +49,7 @@ from a2a.helpers import new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
@@ -156,14 +159,14 @@ class UpperExecutor(AgentExecutor):
         await updater.cancel()
 
 
-def build_card(port, versions):
-    url = f"http://127.0.0.1:{port}/"
+def build_card(port, interfaces, paths):
     return AgentCard(
         name="interlingua test upper-caser",
         description="Upper-cases the text of the user message (test peer built on a2a-sdk).",
         version="1.0.0",
         supported_interfaces=[
-            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version=v) for v in versions
+            AgentInterface(url=f"http://127.0.0.1:{port}{paths[b]}", protocol_binding=b, protocol_version=v)
+            for b, v in interfaces
         ],
         capabilities=AgentCapabilities(streaming=True, push_notifications=False),
         default_input_modes=["text/plain", "application/json"],
@@ -180,8 +183,8 @@ def build_card(port, versions):
     )
 
 
-def build_app(port, work_seconds, versions):
-    card = build_card(port, versions)
+def build_app(port, work_seconds, interfaces, paths):
+    card = build_card(port, interfaces, paths)
     handler = DefaultRequestHandler(
         agent_executor=UpperExecutor(work_seconds),
         task_store=InMemoryTaskStore(),
@@ -190,7 +193,11 @@ def build_app(port, work_seconds, versions):
     routes = []
     routes += create_agent_card_routes(card)
     routes += create_agent_card_routes(card, card_url="/.well-known/agent.json")
-    routes += create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True)
+    bindings = {b for b, _ in interfaces}
+    if "JSONRPC" in bindings:
+        routes += create_jsonrpc_routes(handler, rpc_url=paths["JSONRPC"], enable_v0_3_compat=True)
+    if "HTTP+JSON" in bindings:
+        routes += create_rest_routes(handler, path_prefix=paths["HTTP+JSON"])
 
     @asynccontextmanager
     async def lifespan(app):
@@ -208,10 +215,12 @@ def main():
     ap.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0 = any free port)")
     ap.add_argument("--work", type=float, default=0.6, help="seconds of work per execution (two phases of half)")
     ap.add_argument(
-        "--card-versions",
-        default="1.0,0.3.0",
-        help="comma list of protocolVersion values to list as JSON-RPC interfaces in the card",
+        "--interfaces",
+        default="JSONRPC@1.0,JSONRPC@0.3.0,HTTP+JSON@1.0",
+        help="comma list of BINDING@VERSION the card lists (and the app serves)",
     )
+    ap.add_argument("--rpc-path", default="/a2a/jsonrpc", help="where JSON-RPC is served")
+    ap.add_argument("--rest-path", default="/a2a/rest", help="the prefix HTTP+JSON is served under")
     ap.add_argument("--log-level", default=os.environ.get("PEER_LOG_LEVEL", "warning"))
     args = ap.parse_args()
 
@@ -222,9 +231,10 @@ def main():
         print(f"[a2a_agent] warning: a2a-sdk {installed} installed, written for {SDK_VERSION}", file=sys.stderr)
 
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.WARNING), stream=sys.stderr)
-    versions = [v.strip() for v in args.card_versions.split(",") if v.strip()]
+    interfaces = [tuple(i.strip().split("@", 1)) for i in args.interfaces.split(",") if i.strip()]
+    paths = {"JSONRPC": args.rpc_path, "HTTP+JSON": args.rest_path}
     sock = peer_lifecycle.bind(args.port)
-    app = build_app(sock.getsockname()[1], args.work, versions)
+    app = build_app(sock.getsockname()[1], args.work, interfaces, paths)
     peer_lifecycle.run(
         sock,
         app,

@@ -10,6 +10,8 @@ client with ClientFactory (JSON-RPC transport) and runs one scenario against the
 The JSON-RPC calls go to the URL of the card's JSONRPC interface (that is how the SDK works), unless
 --rpc-url overrides it.
 
+--binding  JSONRPC (default) or HTTP+JSON: the only binding the client supports (ClientConfig's
+           supported_protocol_bindings), so ClientFactory picks the card's interface of that binding.
 --token T  sends "Authorization: Bearer T" on every request (the card GET and every JSON-RPC call); it is set
            as a default header of the httpx client handed to the SDK.
 --version  1.0 (default): the SDK picks the card's protocolVersion 1.0 interface and uses its 1.0 transport
@@ -197,7 +199,7 @@ async def run(args, obs):
                 httpx_client=http,
                 streaming=streaming,
                 polling=False,
-                supported_protocol_bindings=["JSONRPC"],
+                supported_protocol_bindings=[args.binding],
             )
         )
         card = await A2ACardResolver(http, args.url).get_agent_card()
@@ -261,6 +263,7 @@ def main():
     ap.add_argument("--token")
     ap.add_argument("--text")
     ap.add_argument("--version", choices=["1.0", "0.3"], default="1.0")
+    ap.add_argument("--binding", choices=["JSONRPC", "HTTP+JSON"], default="JSONRPC")
     ap.add_argument("--rpc-url", help="use this JSON-RPC URL instead of the one in the card")
     ap.add_argument("--timeout", type=float, default=30.0, help="overall and per-request timeout in seconds")
     args = ap.parse_args()

@@ -1,0 +1,367 @@
+//! Discovery: what a back's `[discover]` call says about where and how to call it (an agent's
+//! card), kept per route for the mapping's `ttl`, read before the first back call and again,
+//! once, when a back call fails in a way that says the agent has moved.
+//!
+//! ```text
+//! call_back ─► discovered(route) ──cached?──► [discover] call ─► rules ─► discovered.*
+//!     │  back form chosen and written with discovered.* in view (`when`, `target`, rules)
+//!     └─ fails (no connection, 404, 405, 5xx) ─► discovered again, fresh ─► changed? ─► one retry
+//! ```
+//!
+//! The discovery call always goes to the route's configured upstream: a path or URL it reads
+//! (`target`) contributes its path and query only, so a card cannot send interlingua (and the
+//! route's credential) to another host.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use serde_json::{Map, Value};
+
+use super::{parse_answer, request_header, Cx, Engine, Translated};
+use crate::dialect::expr::walk;
+use crate::dialect::{self, Doc, Message};
+
+/// What was discovered per route, with when and for how long.
+#[derive(Default)]
+pub(super) struct Cache(Mutex<HashMap<String, Entry>>);
+
+struct Entry {
+    at: Instant,
+    ttl: Duration,
+    doc: Arc<Value>,
+}
+
+/// A failed discovery is tried again after at most this long (sooner when a back call fails).
+const FAILED_TTL: Duration = Duration::from_secs(30);
+
+impl Engine {
+    /// What the back's `[discover]` call says for route `t` (an empty object when it says
+    /// nothing or could not be read; `None` when the back has no `[discover]`). Read from the
+    /// cache unless it is stale or `fresh` is asked for.
+    pub(super) async fn discovered(
+        &self,
+        t: &Translated,
+        cx: &mut Cx<'_>,
+        fresh: bool,
+    ) -> Option<Arc<Value>> {
+        let d = t.back.discover.as_ref()?;
+        // A reloaded route may have another upstream: what was learnt of the old one is not
+        // about the new one.
+        let key = format!("{}\n{}", t.route, t.upstream.config.name);
+        if !fresh {
+            let cache = self.discovery.0.lock();
+            if let Some(e) = cache.get(&key).filter(|e| e.at.elapsed() < e.ttl) {
+                return Some(e.doc.clone());
+            }
+        }
+        let (doc, ttl) = match self.discover_once(t, &d.call, cx).await {
+            Some(doc) => (doc, d.ttl),
+            None => (Value::Object(Map::new()), d.ttl.min(FAILED_TTL)),
+        };
+        let doc = Arc::new(doc);
+        self.discovery.0.lock().insert(
+            key,
+            Entry {
+                at: Instant::now(),
+                ttl,
+                doc: doc.clone(),
+            },
+        );
+        Some(doc)
+    }
+
+    /// One discovery call; `None` when it fails (the back is then called as if nothing had been
+    /// discovered: the mapping's forms without `discovered.*`).
+    async fn discover_once(
+        &self,
+        t: &Translated,
+        call: &crate::dialect::mapping::Call,
+        cx: &mut Cx<'_>,
+    ) -> Option<Value> {
+        let ctx = t.back_ctx();
+        let empty = Value::Object(Map::new());
+        let msg = dialect::encode(&call.request, &empty, &ctx).ok()?;
+        let target = call
+            .target
+            .as_ref()
+            .and_then(|e| dialect::evaluate(e, &empty, &ctx))
+            .map(|v| super::views::text_of(&v))
+            .filter(|v| !v.is_empty());
+        let path = match target {
+            Some(target) => {
+                let (path, query) = path_of(&target)?;
+                join(&path, &query, "/", &msg)
+            }
+            None => join("", "", &call.path.render(&msg.params).ok()?, &msg),
+        };
+        let header = request_header(&call.method, &path, t, &msg, None, cx).ok()?;
+        let answer = match self.client.call(&t.upstream, header, None).await {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::debug!(route = %t.route, error = %e, "discovery failed");
+                return None;
+            }
+        };
+        cx.spent.upstream += answer.took;
+        if !(200..300).contains(&answer.status) {
+            tracing::debug!(route = %t.route, status = answer.status, "discovery refused");
+            return None;
+        }
+        let reply = Message {
+            headers: answer.headers,
+            body: parse_answer(&answer.body),
+            ..Message::default()
+        };
+        let doc = dialect::decode(&call.response, &reply, &ctx)
+            .map_err(|e| tracing::debug!(route = %t.route, error = %e, "discovery unreadable"))
+            .ok()?;
+        Some(
+            doc.get("discovered")
+                .cloned()
+                .unwrap_or(Value::Object(Map::new())),
+        )
+    }
+}
+
+/// The path and query of a path or absolute URL; `None` when it is neither.
+pub(super) fn path_of(target: &str) -> Option<(String, String)> {
+    let uri: http::Uri = target.trim().parse().ok()?;
+    let path = uri.path().to_string();
+    if !path.starts_with('/') {
+        return None;
+    }
+    Some((path, uri.query().unwrap_or("").to_string()))
+}
+
+/// `prefix` (a target's path) with the form's rendered `path` after it (`/` adds nothing: the
+/// target is the endpoint itself), then the target's query and the message's.
+pub(super) fn join(prefix: &str, target_query: &str, path: &str, msg: &Message) -> String {
+    let mut out = if path == "/" && !prefix.is_empty() {
+        prefix.to_string()
+    } else {
+        format!("{}{path}", prefix.trim_end_matches('/'))
+    };
+    let mut query: Vec<String> = Vec::new();
+    if !target_query.is_empty() {
+        query.push(target_query.to_string());
+    }
+    if !msg.query.is_empty() {
+        query.push(crate::dialect::template::render_query(&msg.query));
+    }
+    if !query.is_empty() {
+        out.push('?');
+        out.push_str(&query.join("&"));
+    }
+    out
+}
+
+/// A canonical document with `discovered.*` beside its own roots.
+pub(super) struct WithDiscovered<'a> {
+    pub doc: &'a dyn Doc,
+    pub discovered: &'a Value,
+}
+
+impl Doc for WithDiscovered<'_> {
+    fn get(&self, path: &[String]) -> Option<&Value> {
+        match path.split_first() {
+            Some((root, rest)) if root == "discovered" => walk(self.discovered, rest),
+            _ => self.doc.get(path),
+        }
+    }
+
+    fn to_value(&self) -> Value {
+        let mut v = self.doc.to_value();
+        if let Value::Object(m) = &mut v {
+            m.insert("discovered".to_string(), self.discovered.clone());
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_gives_its_path_and_query_only() {
+        assert_eq!(
+            path_of("http://elsewhere.example:9/a2a/jsonrpc?x=1"),
+            Some(("/a2a/jsonrpc".to_string(), "x=1".to_string()))
+        );
+        assert_eq!(
+            path_of("/a2a/rest"),
+            Some(("/a2a/rest".to_string(), String::new()))
+        );
+        assert_eq!(path_of("not a url"), None);
+    }
+
+    #[test]
+    fn the_forms_path_is_appended_to_the_target() {
+        let none = Message::default();
+        assert_eq!(join("/a2a/jsonrpc", "", "/", &none), "/a2a/jsonrpc");
+        assert_eq!(
+            join("/a2a/rest/", "", "/message:send", &none),
+            "/a2a/rest/message:send"
+        );
+        assert_eq!(join("", "", "/", &none), "/");
+        let q = Message {
+            query: vec![("a".to_string(), "b c".to_string())],
+            ..Message::default()
+        };
+        assert_eq!(join("/r", "x=1", "/tasks/1", &q), "/r/tasks/1?x=1&a=b%20c");
+    }
+
+    #[test]
+    fn discovered_fields_sit_beside_the_document() {
+        let task = serde_json::json!({"task": {"id": "t1"}});
+        let found = serde_json::json!({"url": "/rpc"});
+        let view = WithDiscovered {
+            doc: &task,
+            discovered: &found,
+        };
+        let at = |p: &str| p.split('.').map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(view.get(&at("discovered.url")), Some(&Value::from("/rpc")));
+        assert_eq!(view.get(&at("task.id")), Some(&Value::from("t1")));
+        assert_eq!(view.to_value()["discovered"]["url"], "/rpc");
+    }
+
+    fn mapping(text: &str) -> crate::dialect::Mapping {
+        crate::dialect::compile::parse(text, "test").unwrap_or_else(|p| panic!("{p}"))
+    }
+
+    #[test]
+    fn a_discover_section_compiles_and_its_reads_feed_forms() {
+        let m = mapping(
+            r#"
+dialect = "d"
+[vars]
+where = ""
+[discover]
+target = "var.where"
+ttl = "90s"
+response = [
+  { json = "$.endpoint", field = "discovered.url" },
+  { json = "$", field = "discovered.kind", read = "if($.endpoint, 'found', null)" },
+]
+[operations.get_task]
+method = "GET"
+path = "/tasks/{id}"
+target = "discovered.url"
+when = "discovered.kind == 'found'"
+request = [ { param = "id", field = "task.id" }, { header = "X-Via", value = "discovered.kind" } ]
+"#,
+        );
+        let d = m.discover.as_ref().unwrap();
+        assert_eq!(d.ttl, Duration::from_secs(90));
+        assert_eq!(d.call.method, http::Method::GET);
+        assert_eq!(d.call.path.as_str(), "/.well-known/agent-card.json");
+        let vars = m.vars.clone();
+        let ctx = crate::dialect::Context {
+            mapping: &m,
+            vars: &vars,
+        };
+        let read = dialect::decode(
+            &d.call.response,
+            &Message::with_body(serde_json::json!({"endpoint": "http://x:1/api"})),
+            &ctx,
+        )
+        .unwrap();
+        let found = read["discovered"].clone();
+        assert_eq!(
+            found,
+            serde_json::json!({"url": "http://x:1/api", "kind": "found"})
+        );
+        let task = serde_json::json!({"task": {"id": "t 1"}});
+        let view = WithDiscovered {
+            doc: &task,
+            discovered: &found,
+        };
+        let op = m.forms(crate::task::Operation::GetTask).next().unwrap();
+        assert!(dialect::holds(op.when.as_ref().unwrap(), &view, &ctx));
+        let msg = dialect::encode(&op.request, &view, &ctx).unwrap();
+        assert_eq!(msg.header("X-Via"), Some("found"));
+        let to = dialect::evaluate(op.target.as_ref().unwrap(), &view, &ctx).unwrap();
+        let (prefix, query) = path_of(to.as_str().unwrap()).unwrap();
+        let path = op.path.render(&msg.params).unwrap();
+        assert_eq!(join(&prefix, &query, &path, &msg), "/api/tasks/t%201");
+        // Nothing discovered: the form's `when` does not hold.
+        let nothing = Value::Object(Map::new());
+        let bare = WithDiscovered {
+            doc: &task,
+            discovered: &nothing,
+        };
+        assert!(!dialect::holds(op.when.as_ref().unwrap(), &bare, &ctx));
+    }
+
+    #[test]
+    fn a_bad_ttl_is_reported() {
+        let e =
+            crate::dialect::compile::parse("dialect = \"d\"\n[discover]\nttl = \"soon\"\n", "test")
+                .unwrap_err();
+        assert!(e.to_string().contains("discover.ttl"), "{e}");
+    }
+
+    /// What the `a2a` mapping picks from a card (`vars.version` as given).
+    fn a2a_choice(card: Value, version: &str) -> Value {
+        let m = mapping(
+            crate::dialect::BUILT_IN
+                .iter()
+                .find(|(n, _)| *n == "a2a")
+                .map(|(_, t)| *t)
+                .unwrap(),
+        );
+        let mut vars = m.vars.clone();
+        vars.insert("version".to_string(), Value::from(version));
+        let ctx = crate::dialect::Context {
+            mapping: &m,
+            vars: &vars,
+        };
+        let d = m.discover.as_ref().unwrap();
+        let read = dialect::decode(&d.call.response, &Message::with_body(card), &ctx).unwrap();
+        let found = &read["discovered"];
+        serde_json::json!([found["binding"], found["url"], found["version"]])
+    }
+
+    #[test]
+    fn the_a2a_card_choice_prefers_jsonrpc_1_then_rest_1_then_jsonrpc_0_3() {
+        use serde_json::json;
+        let iface = |url: &str, binding: &str, v: &str| json!({"url": url, "protocolBinding": binding, "protocolVersion": v});
+        let all = json!({"supportedInterfaces": [
+            iface("http://a/rest", "HTTP+JSON", "1.0"),
+            iface("http://a/rpc03", "JSONRPC", "0.3.0"),
+            iface("http://a/rpc", "JSONRPC", "1.0"),
+        ], "url": "http://a/rpc03", "preferredTransport": "JSONRPC", "protocolVersion": "0.3.0"});
+        assert_eq!(
+            a2a_choice(all.clone(), ""),
+            json!(["JSONRPC", "http://a/rpc", "1.0"])
+        );
+        assert_eq!(
+            a2a_choice(all.clone(), "0.3"),
+            json!(["JSONRPC", "http://a/rpc03", "0.3"])
+        );
+        let rest = json!({"supportedInterfaces": [iface("/a2a/rest", "HTTP+JSON", "1.0.0")]});
+        assert_eq!(
+            a2a_choice(rest, ""),
+            json!(["HTTP+JSON", "/a2a/rest", "1.0"])
+        );
+        // A 0.3 card: url and preferredTransport, or an additional interface.
+        let old = json!({"url": "http://a/v03", "protocolVersion": "0.3.0"});
+        assert_eq!(
+            a2a_choice(old.clone(), ""),
+            json!(["JSONRPC", "http://a/v03", "0.3"])
+        );
+        assert_eq!(a2a_choice(old, "1.0"), json!([null, null, null]));
+        let grpc = json!({"url": "grpc://a", "preferredTransport": "GRPC", "protocolVersion": "0.3.0",
+            "additionalInterfaces": [{"url": "http://a/jsonrpc", "transport": "JSONRPC"}]});
+        assert_eq!(
+            a2a_choice(grpc, ""),
+            json!(["JSONRPC", "http://a/jsonrpc", "0.3"])
+        );
+        assert_eq!(
+            a2a_choice(json!({"name": "no interfaces"}), ""),
+            json!([null, null, null])
+        );
+    }
+}
