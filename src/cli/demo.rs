@@ -125,7 +125,7 @@ A Nevermined agent, as a MIP-003 service (run the second line until status is co
   JOB=$(curl -s -X POST http://{p}/masumi/start_job -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{{"identifier_from_purchaser":"aabbccddeeff0011","input_data":{{"text":"hello world"}}}}' | grep -o '"job_id":"[^"]*"' | cut -d'"' -f4); echo $JOB
   curl -s "http://{p}/masumi/status?job_id=$JOB" -H "Authorization: Bearer $TOKEN"
   curl -s http://{p}/masumi/input_schema -H "Authorization: Bearer $TOKEN"
-  curl -s -X POST http://{p}/masumi/start_job -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{{"input_data":{{"mode":"ok"}}}}'   # 400, per field
+  curl -s -X POST http://{p}/masumi/start_job -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{{"identifier_from_purchaser":"aabbccddeeff0011","input_data":{{"mode":"ok"}}}}'   # 400, per field
 
 The MIP-003 agent as an A2A agent (card: http://{p}/a2a/.well-known/agent-card.json), and as an OpenAI
 chat endpoint:
@@ -137,7 +137,7 @@ for input once; "fail" fails (and costs nothing).
 
 Without a token, 401; when the credits run out, 402:
   curl -i -X POST http://{p}/masumi/start_job -d '{{"input_data":{{"text":"x"}}}}'
-  for i in 1 2 3 4 5 6; do curl -s -o /dev/null -w '%{{http_code}} ' -X POST http://{p}/masumi/start_job -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{{"input_data":{{"text":"x"}}}}'; done; echo
+  for i in 1 2 3 4 5 6; do curl -s -o /dev/null -w '%{{http_code}} ' -X POST http://{p}/masumi/start_job -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{{"identifier_from_purchaser":"aabbccddeeff0011","input_data":{{"text":"x"}}}}'; done; echo
 
 Metrics:
   curl -s http://{admin}/metrics | grep interlingua_
