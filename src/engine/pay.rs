@@ -2,9 +2,6 @@
 //! bought, and what the purchase's state makes of the task. Two entry points: [`Engine::pay_for`]
 //! right after the back's create answer, [`Engine::follow_payment`] on every refresh.
 
-use std::collections::HashSet;
-use std::sync::{Mutex, OnceLock};
-
 use chrono::Utc;
 
 use super::views::BackDoc;
@@ -20,35 +17,6 @@ const AWAITING_PAYMENT: &str = "awaiting_payment";
 
 /// Why a task failed for its payment.
 const PAYMENT: &str = "payment";
-
-/// The tasks whose purchase is being followed right now, in this process. A client's poll and
-/// the watcher may refresh a task at once; only one of them talks to the payment service, so
-/// that a refund is asked once and a later answer never overwrites an earlier one.
-fn following() -> &'static Mutex<HashSet<String>> {
-    static FOLLOWING: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
-    FOLLOWING.get_or_init(Default::default)
-}
-
-/// Holds a task's place in [`following`] until dropped.
-struct Following(String);
-
-impl Following {
-    /// `None` when another follow-up of the task is under way.
-    fn take(task_id: &str) -> Option<Following> {
-        let mut set = following().lock().unwrap_or_else(|e| e.into_inner());
-        set.insert(task_id.to_string())
-            .then(|| Following(task_id.to_string()))
-    }
-}
-
-impl Drop for Following {
-    fn drop(&mut self) {
-        following()
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.0);
-    }
-}
 
 impl Engine {
     /// After the back's create answer: on a route with a payment service, buys the job the
@@ -89,7 +57,9 @@ impl Engine {
     /// On a refresh of a task whose job was bought (or is to be: a payment request with no
     /// purchase yet is bought now): a purchase the service has not taken yet is offered again, one
     /// not locked yet is followed (and given up at its deadline), and a locked one is refunded when
-    /// the agent failed or did not deliver by its deadline.
+    /// the agent failed or did not deliver by its deadline. Called by a refresh, which holds the
+    /// task's refresh gate: one follow-up of a task at a time, so that a refund is asked once and
+    /// a later answer never overwrites an earlier one.
     pub(super) async fn follow_payment(
         &self,
         t: &Translated,
@@ -102,9 +72,6 @@ impl Engine {
         if stored.task.payment.is_none() {
             return Ok(stored);
         }
-        let Some(_turn) = Following::take(&stored.task.id) else {
-            return Ok(stored);
-        };
         let payer = Payer {
             client: &self.client,
             service,
