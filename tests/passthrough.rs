@@ -152,7 +152,14 @@ async fn upstream_connections_are_pooled_and_reused() {
         assert_eq!(resp.text().await.unwrap(), "ok");
     }
     assert_eq!(upstream.seen().len(), 5);
-    assert_eq!(upstream.connections(), 1, "one pooled upstream connection");
+    // pingora puts the connection back in its pool just after the client has its answer; on a
+    // loaded machine the next request can come first and open a second one (seen in CI beside
+    // compilers). Five requests over at most two connections is reuse; without a pool it is five.
+    assert!(
+        upstream.connections() <= 2,
+        "pooled upstream connections: {} for 5 requests",
+        upstream.connections()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
