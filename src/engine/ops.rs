@@ -411,14 +411,7 @@ impl Engine {
         request: &Value,
         cx: &mut Cx<'_>,
     ) -> Result<Value, ProxyError> {
-        let page = at(request, "search.page")
-            .and_then(Value::as_u64)
-            .unwrap_or(1)
-            .max(1);
-        let page_size = at(request, "search.page_size")
-            .and_then(Value::as_u64)
-            .unwrap_or(10)
-            .clamp(1, 1000);
+        let (page, page_size) = paging(request);
         let query = TaskQuery {
             route: Some(t.route.clone()),
             subject: cx_subject(t, cx.identity).map(str::to_string),
@@ -845,6 +838,19 @@ fn failed_as_error(fop: &Op, stored: &Stored) -> Result<(), ProxyError> {
         return Err(ProxyError::TaskFailed { message });
     }
     Ok(())
+}
+
+/// The page a search asks for (from 1) and its size (1 to 1000; 10 unless said).
+pub(super) fn paging(request: &Value) -> (u64, u64) {
+    let page = at(request, "search.page")
+        .and_then(Value::as_u64)
+        .unwrap_or(1)
+        .max(1);
+    let page_size = at(request, "search.page_size")
+        .and_then(Value::as_u64)
+        .unwrap_or(10)
+        .clamp(1, 1000);
+    (page, page_size)
 }
 
 /// The subject whose tasks a caller may see on this route: theirs, on routes with auth.

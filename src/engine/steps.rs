@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::ops::{cx_subject, store_error};
+use super::ops::{cx_subject, paging, store_error};
 use super::views::{at, front_task, text_at};
 use super::{Cx, Engine, Translated};
 use crate::error::ProxyError;
@@ -25,14 +25,7 @@ impl Engine {
         request: &Value,
         cx: &mut Cx<'_>,
     ) -> Result<Value, ProxyError> {
-        let page = at(request, "search.page")
-            .and_then(Value::as_u64)
-            .unwrap_or(1)
-            .max(1);
-        let page_size = at(request, "search.page_size")
-            .and_then(Value::as_u64)
-            .unwrap_or(10)
-            .clamp(1, 1000);
+        let (page, page_size) = paging(request);
         let step_id = text_at(request, "search.step_id");
         let status = match text_at(request, "search.status") {
             Some(s) => Some(
