@@ -273,18 +273,25 @@ impl Url {
     }
 }
 
+/// A peer for `url` (its host resolved now) whose connect and read waits are bounded by
+/// `timeout`.
+async fn peer_for(url: &Url, timeout: Duration) -> Result<HttpPeer, String> {
+    let addr = tokio::net::lookup_host((url.host.as_str(), url.port))
+        .await
+        .map_err(|e| format!("cannot resolve `{}`: {e}", url.host))?
+        .next()
+        .ok_or_else(|| format!("`{}` resolves to no address", url.host))?;
+    let mut peer = HttpPeer::new(addr, url.tls, url.host.clone());
+    peer.options.connection_timeout = Some(timeout);
+    peer.options.read_timeout = Some(timeout);
+    Ok(peer)
+}
+
 impl Client {
     /// GETs `url` (at most 1 MiB) within `timeout`; returns the status and body.
     pub async fn fetch(&self, url: &Url, timeout: Duration) -> Result<(u16, Bytes), String> {
         let work = async {
-            let addr = tokio::net::lookup_host((url.host.as_str(), url.port))
-                .await
-                .map_err(|e| format!("cannot resolve `{}`: {e}", url.host))?
-                .next()
-                .ok_or_else(|| format!("`{}` resolves to no address", url.host))?;
-            let mut peer = HttpPeer::new(addr, url.tls, url.host.clone());
-            peer.options.connection_timeout = Some(timeout);
-            peer.options.read_timeout = Some(timeout);
+            let peer = peer_for(url, timeout).await?;
             let mut req = RequestHeader::build(http::Method::GET, url.target.as_bytes(), None)
                 .map_err(|e| e.to_string())?;
             req.insert_header(http::header::HOST, url.host.as_str())
@@ -315,14 +322,7 @@ impl Client {
         timeout: Duration,
     ) -> Result<(u16, Bytes), String> {
         let work = async {
-            let addr = tokio::net::lookup_host((url.host.as_str(), url.port))
-                .await
-                .map_err(|e| format!("cannot resolve `{}`: {e}", url.host))?
-                .next()
-                .ok_or_else(|| format!("`{}` resolves to no address", url.host))?;
-            let mut peer = HttpPeer::new(addr, url.tls, url.host.clone());
-            peer.options.connection_timeout = Some(timeout);
-            peer.options.read_timeout = Some(timeout);
+            let mut peer = peer_for(url, timeout).await?;
             peer.options.write_timeout = Some(timeout);
             let payload = Bytes::from(serde_json::to_vec(body).map_err(|e| e.to_string())?);
             let mut req = RequestHeader::build(http::Method::POST, url.target.as_bytes(), None)
