@@ -298,6 +298,12 @@ impl Engine {
             ("step", back_step),
             ("input", input.clone()),
         ]);
+        // No refresh of this task runs between the input reaching the back and the task being
+        // stored as running again: one that did could see the agent already done and store the
+        // end first, and the step the input started would never be recorded (payments-py's
+        // lifecycle flaked so on a loaded host, one run in three).
+        let gate = self.refreshes.gate(&stored.task.id);
+        let last_refresh = gate.lock().await;
         let answer = self
             .call_back(t, Operation::ProvideInput, &back_doc, cx)
             .await?;
@@ -316,6 +322,7 @@ impl Engine {
             patch.answered = Some((stored.task.steps[i].id.clone(), given));
         }
         let mut stored = self.apply(t, stored, patch, cx).await?;
+        drop(last_refresh);
         if fop.waits(&request_doc, &t.front_ctx()) {
             stored = self.wait_until_settled(t, fop, stored, cx).await?;
             failed_as_error(fop, &stored)?;
