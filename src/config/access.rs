@@ -95,6 +95,8 @@ pub fn auth(a: Option<&AuthSection>, p: &mut Collector<'_>) -> Option<Option<Aut
         audience: a.audience.as_ref().map(|s| s.get_ref().clone()),
         subject_claim: claim(&a.subject_claim, "sub"),
         plan_claim: claim(&a.plan_claim, "plan"),
+        allow_future_iat: a.allow_future_iat.unwrap_or(false),
+        allow_duplicate_claims: a.allow_duplicate_claims.unwrap_or(false),
         keys,
     }))
 }
