@@ -86,6 +86,12 @@ impl KeySet {
         &self.id
     }
 
+    /// Whether the config lets this set's keys verify `alg` (a set that cannot is not read for a
+    /// token without `kid` signed with it).
+    pub fn allows(&self, alg: Algorithm) -> bool {
+        self.algorithms.contains(&alg)
+    }
+
     /// The current copy of the set, read again first when it has never been read, is older than
     /// the refresh interval, or lacks `kid` — unless the last read is more recent than the
     /// interval. Fails only when a read was needed for `kid` (or for a first copy) and failed.

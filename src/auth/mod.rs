@@ -287,6 +287,9 @@ impl Authenticator {
             .collect();
         let mut unreadable = None;
         for (i, set) in self.sets.iter().enumerate() {
+            if !set.allows(alg) {
+                continue;
+            }
             let copy = match set.current(None).await {
                 Ok(copy) => copy,
                 Err(e) => {

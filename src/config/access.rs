@@ -511,6 +511,38 @@ mod tests {
         }
     }
 
+    /// The policy knobs are booleans, off unless set; anything else is a problem at its place.
+    #[test]
+    fn auth_policy_knobs() {
+        const ENV: &str = "INTERLINGUA_UNIT_AUTH_SECRET";
+        std::env::set_var(ENV, "a-secret");
+        let config = |knobs: &str| {
+            format!(
+                "[auth]\n{knobs}\n[[auth.keys]]\nid = \"k\"\ntype = \"hmac\"\nsecret_env = \"{ENV}\"\n\n\
+                 [[listeners]]\naddress = \"127.0.0.1:0\"\n"
+            )
+        };
+        let auth = |knobs: &str| {
+            crate::config::parse(&config(knobs), "t.toml")
+                .map(|c| {
+                    c.auth
+                        .map(|a| (a.allow_future_iat, a.allow_duplicate_claims))
+                })
+                .map_err(|p| p.to_string())
+        };
+        assert_eq!(auth(""), Ok(Some((false, false))));
+        assert_eq!(
+            auth("allow_future_iat = true\nallow_duplicate_claims = true"),
+            Ok(Some((true, true)))
+        );
+        let wrong = auth("allow_future_iat = \"yes\"").unwrap_err();
+        assert!(
+            wrong.contains("t.toml:2:")
+                && wrong.contains("invalid type: string \"yes\", expected a boolean"),
+            "{wrong}"
+        );
+    }
+
     #[test]
     fn claim_paths() {
         assert_eq!(ClaimPath::parse("sub").0, vec!["sub"]);
