@@ -595,6 +595,38 @@ async fn a_key_withdrawn_from_a_jwks_url_is_refused_after_the_refetch() {
     }
 }
 
+/// A key set that can no longer be read keeps its last copy: its keys go on verifying (the key
+/// server being down must not lock every client out), and it is tried again an interval later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_set_that_cannot_be_read_again_keeps_its_last_copy() {
+    let (jwk1, signer1) = set_key(0, "url-1");
+    let server = jwks_server(json!({"keys": [jwk1]})).await;
+    let (proxy, _up, _dir) = table_proxy(&server, "").await;
+    let token = format!(
+        "Bearer {}",
+        sign(
+            Algorithm::ES256,
+            Some("url-1"),
+            &signer1,
+            &claims(json!({}))
+        )
+    );
+    let (status, _, body) = call(&proxy, Some(&token)).await;
+    assert_eq!(status, 200, "{body}");
+    *server.set.lock() = json!("not a key set");
+    // Until two more reads have failed, and after: every answer is 200.
+    let started = Instant::now();
+    let before = server.hits();
+    while server.hits() < before + 2 {
+        let (status, _, body) = call(&proxy, Some(&token)).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(started.elapsed() < DEADLINE, "the set was not read again");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let (status, _, body) = call(&proxy, Some(&token)).await;
+    assert_eq!(status, 200, "{body}");
+}
+
 /// `allow_future_iat` and `allow_duplicate_claims` relax the defaults (a name twice: the last
 /// one counts, as in most JSON parsers; the route wants plan `gold`, so a 200 says which won).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
