@@ -2,12 +2,14 @@
 //!
 //! A token is checked in this order, and the first failure is the reason given (never the token
 //! itself): present, `Bearer`, not too large, not `alg: none`, a well-formed JWT whose header
-//! and claims are JSON objects naming nothing twice ([`json`]), no `crit` header (RFC 7515
+//! and claims are JSON objects naming nothing twice ([`json`]; claims may, with
+//! `allow_duplicate_claims`), no `crit` header (RFC 7515
 //! §4.1.11: interlingua understands no extension), a known key (by `kid`; without one, every key
 //! that allows the algorithm, key sets' included — see [`jwks`] for when a set is read), an
 //! algorithm that key allows and that fits its type (an RSA key never verifies an HS256 token),
 //! the signature, `iss` and `aud` present and of their type when configured, `exp` and `nbf`
-//! (with leeway), the values of `iss` and `aud`, `iat` not in the future, and a subject.
+//! (with leeway), the values of `iss` and `aud`, `iat` not in the future (unless
+//! `allow_future_iat`), and a subject.
 
 mod error;
 mod json;
