@@ -84,7 +84,7 @@ impl Admin {
                 "unauthorized",
                 "the admin token is missing or wrong",
             );
-            if let Ok(v) = "Bearer realm=\"interlingua-admin\"".parse() {
+            if let Ok(v) = crate::auth::challenge("interlingua-admin", &[]).parse() {
                 r.headers_mut().insert(http::header::WWW_AUTHENTICATE, v);
             }
             Some(r)

@@ -95,6 +95,8 @@ pub fn auth(a: Option<&AuthSection>, p: &mut Collector<'_>) -> Option<Option<Aut
         audience: a.audience.as_ref().map(|s| s.get_ref().clone()),
         subject_claim: claim(&a.subject_claim, "sub"),
         plan_claim: claim(&a.plan_claim, "plan"),
+        allow_future_iat: a.allow_future_iat.unwrap_or(false),
+        allow_duplicate_claims: a.allow_duplicate_claims.unwrap_or(false),
         keys,
     }))
 }
@@ -507,6 +509,38 @@ mod tests {
         for bad in ["10", "10/d", "0/s", "10/s, burst", "10/s, 20", "x/s"] {
             assert!(parse_quota(bad).is_err(), "{bad}");
         }
+    }
+
+    /// The policy knobs are booleans, off unless set; anything else is a problem at its place.
+    #[test]
+    fn auth_policy_knobs() {
+        const ENV: &str = "INTERLINGUA_UNIT_AUTH_SECRET";
+        std::env::set_var(ENV, "a-secret");
+        let config = |knobs: &str| {
+            format!(
+                "[auth]\n{knobs}\n[[auth.keys]]\nid = \"k\"\ntype = \"hmac\"\nsecret_env = \"{ENV}\"\n\n\
+                 [[listeners]]\naddress = \"127.0.0.1:0\"\n"
+            )
+        };
+        let auth = |knobs: &str| {
+            crate::config::parse(&config(knobs), "t.toml")
+                .map(|c| {
+                    c.auth
+                        .map(|a| (a.allow_future_iat, a.allow_duplicate_claims))
+                })
+                .map_err(|p| p.to_string())
+        };
+        assert_eq!(auth(""), Ok(Some((false, false))));
+        assert_eq!(
+            auth("allow_future_iat = true\nallow_duplicate_claims = true"),
+            Ok(Some((true, true)))
+        );
+        let wrong = auth("allow_future_iat = \"yes\"").unwrap_err();
+        assert!(
+            wrong.contains("t.toml:2:")
+                && wrong.contains("invalid type: string \"yes\", expected a boolean"),
+            "{wrong}"
+        );
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub struct AuthSection {
     pub audience: Option<Spanned<String>>,
     pub subject_claim: Option<Spanned<String>>,
     pub plan_claim: Option<Spanned<String>>,
+    pub allow_future_iat: Option<bool>,
+    pub allow_duplicate_claims: Option<bool>,
     #[serde(default)]
     pub keys: Vec<Spanned<KeyEntry>>,
 }

@@ -77,6 +77,12 @@ pub struct Auth {
     /// Where the subject and the plan are in the claims.
     pub subject_claim: ClaimPath,
     pub plan_claim: ClaimPath,
+    /// Accept an `iat` later than now plus `leeway` (refused by default: a token from the future
+    /// was minted by a wrong clock or for a replay later).
+    pub allow_future_iat: bool,
+    /// Read a claim named twice as its last value (refused by default: two readers of the same
+    /// token could see two different plans).
+    pub allow_duplicate_claims: bool,
     pub keys: Vec<Key>,
 }
 

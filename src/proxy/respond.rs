@@ -12,6 +12,7 @@ use pingora::proxy::{FailToProxy, Session};
 
 use super::ctx::RequestCtx;
 use super::request_id;
+use crate::auth::challenge;
 use crate::dialect::{self, Context, Mapping};
 use crate::engine::views::error_doc;
 use crate::error::ProxyError;
@@ -96,20 +97,38 @@ async fn write(
     Ok(())
 }
 
+/// The realm of every route's bearer challenge.
+const REALM: &str = "interlingua";
+
 /// The headers an error carries besides its body (RFC 6750 for auth, RFC 9110 `Retry-After` and
 /// draft-ietf-httpapi-ratelimit-headers for limits).
 fn error_headers(err: &ProxyError) -> Vec<(&'static str, String)> {
     match err {
         ProxyError::Unauthorized(e) if e.is_missing() => {
-            vec![("www-authenticate", "Bearer realm=\"interlingua\"".to_string())]
+            vec![("www-authenticate", challenge(REALM, &[]))]
         }
         ProxyError::Unauthorized(e) => vec![(
             "www-authenticate",
-            format!("Bearer realm=\"interlingua\", error=\"invalid_token\", error_description=\"{e}\""),
+            challenge(
+                REALM,
+                &[
+                    ("error", "invalid_token"),
+                    ("error_description", &e.to_string()),
+                ],
+            ),
         )],
         ProxyError::Forbidden { .. } => vec![(
             "www-authenticate",
-            "Bearer realm=\"interlingua\", error=\"insufficient_scope\", error_description=\"the token's plan may not use this route\"".to_string(),
+            challenge(
+                REALM,
+                &[
+                    ("error", "insufficient_scope"),
+                    (
+                        "error_description",
+                        "the token's plan may not use this route",
+                    ),
+                ],
+            ),
         )],
         ProxyError::RateLimited(r) => vec![
             ("retry-after", r.retry_after_secs().to_string()),

@@ -5,8 +5,9 @@
 //!
 //! Here: upstreams ([`Upstream`], [`sample_agent`]), an in-process proxy ([`Proxy`], [`config`])
 //! and a client. Beside it: [`wait`] (polling with deadlines), [`secrets`] (the signing key, the
-//! admin token, tokens), [`money`] (paid routes and the admin API's credits), [`process`] (the
-//! `interlingua` binary as a child) and [`peers`] (real third-party peers in Python).
+//! admin token, tokens), [`tokens`] (the auth tests' keys, token builders and JWKS server),
+//! [`money`] (paid routes and the admin API's credits), [`process`] (the `interlingua` binary as
+//! a child) and [`peers`] (real third-party peers in Python).
 
 #![allow(dead_code)]
 
@@ -14,6 +15,7 @@ pub mod money;
 pub mod peers;
 pub mod process;
 pub mod secrets;
+pub mod tokens;
 pub mod wait;
 
 use std::convert::Infallible;
