@@ -424,3 +424,70 @@ async fn a_create_in_flight_when_the_proxy_is_killed_fails_as_interrupted_after_
     assert_eq!(admin_verify(second.admin).await, (200, found));
     second.kill();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_answer_too_deep_to_keep_fails_its_task_and_releases_the_hold() {
+    // A MIP-003 agent whose payment request nests as deep as a JSON reader goes (127 levels):
+    // kept in the task, it would make the task one level too deep to read back.
+    let agent = Upstream::start(|_req| async {
+        let answer = json!({"job_id": "j-1", "status": "running",
+                            "blockchainIdentifier": nested(126, json!(1))});
+        hyper::Response::new(full(answer.to_string()))
+    })
+    .await;
+    let route = paid_route("paid", "/", "mip", "nevermined", "mip003", "");
+    let proxy = Proxy::start(&paid_config(&format!(
+        "[[upstreams]]\nname = \"mip\"\naddress = \"{}\"\n{route}",
+        agent.addr
+    )));
+    let admin = Admin::new(&proxy);
+    admin.grant("dan", 5).await;
+    let http = client();
+    let resp = http
+        .post(proxy.url(&format!("/api/v1/agents/{DID}/tasks")))
+        .bearer_auth(token("dan"))
+        .json(&json!({"input_query": "hello"}))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = status_and_json(resp).await;
+    assert_eq!(
+        (status, body),
+        (
+            502,
+            json!({"statusCode": 502, "error": "Bad Gateway", "message":
+                "upstream `mip` answered something the `mip003` mapping cannot read: its answer would make the task nest 128 levels deep; the store reads at most 127"})
+        )
+    );
+    assert_eq!(
+        ledger(&admin, "dan").await,
+        rows(&[("grant", 5), ("hold", 1), ("release", 1)])
+    );
+    let store = SqliteStore::open(&proxy.data_dir()).unwrap();
+    let (tasks, total) = store
+        .search(&TaskQuery {
+            page: 1,
+            page_size: 10,
+            ..TaskQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(total, 1);
+    assert_eq!(
+        (tasks[0].status.name(), tasks[0].reason.as_deref()),
+        ("failed", Some("upstream_invalid_response"))
+    );
+    // Readable, and answered.
+    let resp = http
+        .get(proxy.url(&format!("/api/v1/agents/{DID}/tasks/task-{}", tasks[0].id)))
+        .bearer_auth(token("dan"))
+        .send()
+        .await
+        .unwrap();
+    let (status, v) = status_and_json(resp).await;
+    assert_eq!(
+        (status, v["task"]["task_status"].as_str()),
+        (200, Some("Failed")),
+        "{v}"
+    );
+}

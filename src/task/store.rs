@@ -605,6 +605,95 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn nothing_too_deep_to_read_back_is_written() {
+        let store = SqliteStore::in_memory().unwrap();
+        let deep =
+            |levels: usize| (0..levels).fold(serde_json::json!(1), |v, _| serde_json::json!([v]));
+        let mut t = Task::new("r", Utc::now());
+        // The task is 1 level, its input 1: params of 125 levels are as deep as decodes.
+        t.input.params = Some(deep(125));
+        store.insert(&t).await.unwrap();
+        assert_eq!(store.get(&t.id).await.unwrap().unwrap().task, t);
+        t.input.params = Some(deep(126));
+        assert_eq!(
+            store.update(&t, 1).await,
+            Err(StoreError::TooDeep {
+                depth: 128,
+                limit: 127
+            })
+        );
+        let mut other = Task::new("r", Utc::now());
+        other.payment = Some(deep(127));
+        assert!(matches!(
+            store.insert(&other).await,
+            Err(StoreError::TooDeep { depth: 128, .. })
+        ));
+        assert!(store.get(&other.id).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_task_that_cannot_be_read_is_ended_where_it_is_read_or_found() {
+        let store = SqliteStore::in_memory().unwrap();
+        let ann = Account::new("gold", "ann");
+        store.grant(&ann, 5, None).await.unwrap();
+        let hold = Hold {
+            plan: "gold".to_string(),
+            subject: "ann".to_string(),
+            amount: 2,
+        };
+        let (got, found) = (Task::new("r", Utc::now()), Task::new("r", Utc::now()));
+        for t in [&got, &found] {
+            let mut t = t.clone();
+            t.subject = Some("ann".to_string());
+            store.insert_with_hold(&t, Some(&hold)).await.unwrap();
+        }
+        store
+            .writer()
+            .run(|c| {
+                c.execute("UPDATE tasks SET doc = 'not json'", [])
+                    .map_err(backend)
+            })
+            .await
+            .unwrap();
+        let read = store.get(&got.id).await.unwrap().unwrap();
+        assert_eq!(
+            (read.task.status, read.task.reason.as_deref(), read.version),
+            (Status::Failed, Some("unreadable"), 2)
+        );
+        assert_eq!(
+            (read.task.subject.as_deref(), read.task.plan.as_deref()),
+            (Some("ann"), Some("gold"))
+        );
+        let (page, total) = store
+            .search(&TaskQuery {
+                page: 1,
+                page_size: 10,
+                ..TaskQuery::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(total, 2);
+        assert!(page
+            .iter()
+            .all(|t| t.status == Status::Failed && t.reason.as_deref() == Some("unreadable")));
+        let balance = store.balance(&ann).await.unwrap();
+        assert_eq!((balance.held, balance.available()), (0, 5));
+        assert_eq!(store.recompute(&ann).await.unwrap(), balance);
+        let kinds: Vec<_> = store
+            .history(&ann, 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.kind, r.amount))
+            .collect();
+        assert_eq!(kinds.len(), 5);
+        assert_eq!(kinds[..2], [("release".into(), 2), ("release".into(), 2)]);
+        // Read again: as ended, nothing moves twice.
+        assert_eq!(store.get(&got.id).await.unwrap().unwrap().version, 2);
+        assert_eq!(store.history(&ann, 10).await.unwrap().len(), 5);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn reads_do_not_wait_for_a_batch_in_progress() {
         let dir = tempfile::tempdir().unwrap();
