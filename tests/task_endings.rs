@@ -18,7 +18,7 @@ use common::wait::eventually;
 use common::{client, full, sample_agent, status_and_json, Proxy, Upstream};
 use interlingua::credits::Account;
 use interlingua::sample;
-use interlingua::task::{SqliteStore, TaskQuery, TaskStore};
+use interlingua::task::{SqliteStore, Task, TaskQuery, TaskStore};
 use serde_json::{json, Value};
 
 const DID: &str = "did:nv:0000000000000000000000000000000000000000000000000000000000000003";
@@ -69,15 +69,14 @@ fn rows(expected: &[(&str, i64)]) -> Vec<(String, i64)> {
     expected.iter().map(|(k, a)| (k.to_string(), *a)).collect()
 }
 
-/// How many tasks the store in `data` holds.
-async fn tasks_stored(data: &Path) -> u64 {
-    let store = SqliteStore::open(data).unwrap();
+/// The tasks `store` holds (the first ten, newest first).
+async fn tasks_stored(store: &SqliteStore) -> Vec<Task> {
     let query = TaskQuery {
         page: 1,
         page_size: 10,
         ..TaskQuery::default()
     };
-    store.search(&query).await.unwrap().1
+    store.search(&query).await.unwrap().0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,7 +134,8 @@ async fn a_body_nested_too_deep_is_refused_in_each_fronts_shape_before_anything_
     // Nothing held, nothing stored.
     assert_eq!(ledger(&admin, "ann").await, rows(&[("grant", 5)]));
     assert_eq!(admin.balance("ann").await["held"], 0);
-    assert_eq!(tasks_stored(&proxy.data_dir()).await, 0);
+    let store = SqliteStore::open(&proxy.data_dir()).unwrap();
+    assert_eq!(tasks_stored(&store).await, []);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -349,14 +349,7 @@ async fn a_create_in_flight_when_the_proxy_is_killed_fails_as_interrupted_after_
     );
     agent.wait_for_requests(1).await;
     let store = SqliteStore::open(&data).unwrap();
-    let (tasks, _) = store
-        .search(&TaskQuery {
-            page: 1,
-            page_size: 10,
-            ..TaskQuery::default()
-        })
-        .await
-        .unwrap();
+    let tasks = tasks_stored(&store).await;
     assert_eq!(tasks.len(), 1);
     let id = tasks[0].id.clone();
     assert_eq!(
@@ -464,15 +457,8 @@ async fn an_agent_answer_too_deep_to_keep_fails_its_task_and_releases_the_hold()
         rows(&[("grant", 5), ("hold", 1), ("release", 1)])
     );
     let store = SqliteStore::open(&proxy.data_dir()).unwrap();
-    let (tasks, total) = store
-        .search(&TaskQuery {
-            page: 1,
-            page_size: 10,
-            ..TaskQuery::default()
-        })
-        .await
-        .unwrap();
-    assert_eq!(total, 1);
+    let tasks = tasks_stored(&store).await;
+    assert_eq!(tasks.len(), 1);
     assert_eq!(
         (tasks[0].status.name(), tasks[0].reason.as_deref()),
         ("failed", Some("upstream_invalid_response"))
