@@ -477,3 +477,33 @@ async fn an_agent_answer_too_deep_to_keep_fails_its_task_and_releases_the_hold()
         "{v}"
     );
 }
+
+#[test]
+fn max_json_depth_is_between_one_and_what_keeps_every_task_readable() {
+    for (depth, problem) in [
+        (
+            "0",
+            Some("t.toml:8:18: routes[0].max_json_depth: must be between 1 and 100"),
+        ),
+        (
+            "101",
+            Some("t.toml:8:18: routes[0].max_json_depth: must be between 1 and 100"),
+        ),
+        ("100", None),
+    ] {
+        let text = format!(
+            "[[listeners]]\naddress = \"127.0.0.1:0\"\n[[upstreams]]\nname = \"a\"\naddress = \"127.0.0.1:9\"\n\
+             [[routes]]\nmatch = {{ path_prefix = \"/\" }}\nupstream = \"a\"\nfront = \"mip003\"\nback = \"mip003\"\n"
+        )
+        .replace("upstream = \"a\"\n", &format!("max_json_depth = {depth}\nupstream = \"a\"\n"));
+        let found = match interlingua::setup::parse(&text, "t.toml") {
+            Ok(_) => None,
+            Err(problems) => Some(problems.iter().map(|p| p.to_string()).collect::<Vec<_>>()),
+        };
+        assert_eq!(
+            found,
+            problem.map(|p| vec![p.to_string()]),
+            "max_json_depth = {depth}"
+        );
+    }
+}
