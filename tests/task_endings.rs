@@ -493,9 +493,9 @@ fn max_json_depth_is_between_one_and_what_keeps_every_task_readable() {
     ] {
         let text = format!(
             "[[listeners]]\naddress = \"127.0.0.1:0\"\n[[upstreams]]\nname = \"a\"\naddress = \"127.0.0.1:9\"\n\
-             [[routes]]\nmatch = {{ path_prefix = \"/\" }}\nupstream = \"a\"\nfront = \"mip003\"\nback = \"mip003\"\n"
-        )
-        .replace("upstream = \"a\"\n", &format!("max_json_depth = {depth}\nupstream = \"a\"\n"));
+             [[routes]]\nmatch = {{ path_prefix = \"/\" }}\nmax_json_depth = {depth}\nupstream = \"a\"\n\
+             front = \"mip003\"\nback = \"mip003\"\n"
+        );
         let found = match interlingua::setup::parse(&text, "t.toml") {
             Ok(_) => None,
             Err(problems) => Some(problems.iter().map(|p| p.to_string()).collect::<Vec<_>>()),
