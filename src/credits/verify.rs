@@ -223,3 +223,69 @@ fn past(since: DateTime<Utc>, deadline: Duration, now: DateTime<Utc>) -> bool {
     let waited = (now - since).to_std().unwrap_or(Duration::ZERO);
     waited > deadline.saturating_add(GRACE)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::credits::{Account, Hold};
+    use crate::task::SqliteStore;
+
+    fn rules() -> HashMap<String, RouteRule> {
+        let rule = RouteRule {
+            input_timeout: Duration::from_secs(3600),
+            create_deadline: Duration::from_secs(120),
+        };
+        HashMap::from([("r".to_string(), rule)])
+    }
+
+    #[tokio::test]
+    async fn a_task_is_listed_once_its_deadline_and_the_grace_have_passed() {
+        let store = SqliteStore::in_memory().unwrap();
+        store
+            .grant(&Account::new("gold", "ann"), 5, None)
+            .await
+            .unwrap();
+        let hold = Hold {
+            plan: "gold".to_string(),
+            subject: "ann".to_string(),
+            amount: 1,
+        };
+        let start = Utc::now();
+        // A create never answered, and a task waiting for input since it started.
+        let unstarted = Task::new("r", start);
+        let mut waiting = Task::new("r", start);
+        waiting.upstream_id = Some("job-1".to_string());
+        waiting.status = Status::AwaitingInput;
+        waiting.status_since = Some(start);
+        for t in [&unstarted, &waiting] {
+            store.insert_with_hold(t, Some(&hold)).await.unwrap();
+        }
+        let at = |secs: i64| start + chrono::Duration::seconds(secs);
+
+        let early = verify(&store, &rules(), at(120 + 59)).await.unwrap();
+        assert!(early.ok, "{early:?}");
+
+        let later = verify(&store, &rules(), at(120 + 61)).await.unwrap();
+        let listed: Vec<&str> = later
+            .tasks_without_upstream_id
+            .iter()
+            .map(|u| u.task_id.as_str())
+            .collect();
+        assert_eq!(listed, [unstarted.id.as_str()]);
+        assert!(later.holds.is_empty() && later.accounts.is_empty());
+
+        let much_later = verify(&store, &rules(), at(3600 + 61)).await.unwrap();
+        let stuck: Vec<(&str, &str)> = much_later
+            .holds
+            .iter()
+            .map(|h| (h.task_id.as_str(), h.problem))
+            .collect();
+        assert_eq!(stuck, [(waiting.id.as_str(), "waited_too_long")]);
+        // The unstarted task waits on nobody: its hold is not listed for its age.
+        assert!(!much_later.ok);
+
+        let elsewhere = verify(&store, &HashMap::new(), at(0)).await.unwrap();
+        let problems: Vec<&str> = elsewhere.holds.iter().map(|h| h.problem).collect();
+        assert_eq!(problems, ["route_unknown", "route_unknown"]);
+    }
+}
