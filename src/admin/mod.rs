@@ -1,7 +1,8 @@
 //! The admin listener. Open: `GET /healthz` (the process is up), `GET /readyz` (config loaded and
 //! every upstream resolvable), `GET /metrics` (Prometheus). Behind the admin token
 //! (`Authorization: Bearer …`, the value of `admin.token_env`): the credits API
-//! (`POST /credits/grant`, `POST /credits/revoke`, `GET /credits/balance`, `GET /credits/history`),
+//! (`POST /credits/grant`, `POST /credits/revoke`, `GET /credits/balance`, `GET /credits/history`,
+//! `GET /credits/verify`: the ledger's invariants, see [`crate::credits::verify`]),
 //! `GET /tasks/{id}` (with its purchases) and `GET /tasks/{id}/purchases`. Keep the listener off
 //! public networks.
 
@@ -123,6 +124,17 @@ impl Admin {
                         StatusCode::CONFLICT,
                         "insufficient_credits",
                         &format!("only {available} credits are available to revoke"),
+                    ),
+                    Err(e) => store_error(&e),
+                }
+            }
+            (&Method::GET, "/credits/verify") => {
+                let rules = crate::credits::verify::rules(&self.state.config);
+                let now = chrono::Utc::now();
+                match crate::credits::verify::verify(store.as_ref(), &rules, now).await {
+                    Ok(report) => json_response(
+                        StatusCode::OK,
+                        &serde_json::to_value(&report).unwrap_or_default(),
                     ),
                     Err(e) => store_error(&e),
                 }

@@ -1,12 +1,14 @@
-//! `interlingua credits`: grant, revoke, read a balance and its ledger, on the store in the
-//! config's data directory (the proxy may be running: the store is shared safely).
+//! `interlingua credits`: grant, revoke, read a balance and its ledger, verify the ledger's
+//! invariants, on the store in the config's data directory (the proxy may be running: the store
+//! is shared safely).
 
 use std::process::ExitCode;
 
 use serde_json::json;
 
 use super::{report_problems, ConfigArg};
-use crate::credits::Account;
+use crate::credits::{verify, Account};
+use crate::setup::Setup;
 use crate::task::{SqliteStore, TaskStore};
 
 #[derive(Debug, clap::Subcommand)]
@@ -25,6 +27,10 @@ pub enum CreditsCommand {
         #[arg(long, default_value_t = 50)]
         limit: u32,
     },
+    /// Check that every balance adds up to its rows, that no hold outlives its task, and that
+    /// no task is left without an upstream id; print what breaks that as JSON. Exit 1 when
+    /// something is found, 2 when the check cannot run.
+    Verify(ConfigArg),
 }
 
 #[derive(Debug, clap::Args)]
@@ -48,36 +54,68 @@ pub struct Movement {
     note: Option<String>,
 }
 
+/// The store in the config's data directory, and a runtime to use it on; `Err` is the exit
+/// code, the reason printed.
+fn open(
+    config: &ConfigArg,
+    failure: ExitCode,
+) -> Result<(Setup, SqliteStore, tokio::runtime::Runtime), ExitCode> {
+    let setup = config
+        .load()
+        .map_err(|problems| report_problems(&problems))?;
+    let dir = &setup.config.server.data_dir;
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        eprintln!("interlingua credits: cannot create {}: {e}", dir.display());
+        return Err(failure);
+    }
+    let fail = |e: &dyn std::fmt::Display| {
+        eprintln!("interlingua credits: {e}");
+        failure
+    };
+    let store = SqliteStore::open(dir).map_err(|e| fail(&e))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| fail(&e))?;
+    Ok((setup, store, runtime))
+}
+
+/// `credits verify`: the report on stdout; exit 0 when it is clean, 1 when it is not, 2 when
+/// it could not be made.
+fn verify(config: &ConfigArg) -> ExitCode {
+    let (setup, store, runtime) = match open(config, ExitCode::from(2)) {
+        Ok(opened) => opened,
+        Err(code) => return code,
+    };
+    let rules = verify::rules(&setup.config);
+    match runtime.block_on(verify::verify(&store, &rules, chrono::Utc::now())) {
+        Ok(report) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&report).unwrap_or_default()
+            );
+            if report.ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("interlingua credits verify: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 pub fn run(cmd: &CreditsCommand) -> ExitCode {
     let who = match cmd {
         CreditsCommand::Grant(m) | CreditsCommand::Revoke(m) => &m.who,
         CreditsCommand::Balance(w) | CreditsCommand::History { who: w, .. } => w,
+        CreditsCommand::Verify(config) => return verify(config),
     };
-    let setup = match who.config.load() {
-        Ok(s) => s,
-        Err(problems) => return report_problems(&problems),
-    };
-    let dir = &setup.config.server.data_dir;
-    if let Err(e) = std::fs::create_dir_all(dir) {
-        eprintln!("interlingua credits: cannot create {}: {e}", dir.display());
-        return ExitCode::FAILURE;
-    }
-    let store = match SqliteStore::open(dir) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("interlingua credits: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("interlingua credits: {e}");
-            return ExitCode::FAILURE;
-        }
+    let (_, store, runtime) = match open(&who.config, ExitCode::FAILURE) {
+        Ok(opened) => opened,
+        Err(code) => return code,
     };
     let account = Account::new(&who.plan, &who.subject);
     let result = runtime.block_on(async {
@@ -98,6 +136,8 @@ pub fn run(cmd: &CreditsCommand) -> ExitCode {
                 .history(&account, *limit)
                 .await
                 .map(|rows| json!({"plan": who.plan, "subject": who.subject, "rows": rows})),
+            // Answered before the account was read.
+            CreditsCommand::Verify(_) => Ok(serde_json::Value::Null),
         }
     });
     match result {

@@ -158,6 +158,8 @@ pub struct RouteEntry {
     pub front: Option<Spanned<String>>,
     pub back: Option<Spanned<String>>,
     pub max_body: Option<Spanned<String>>,
+    /// The deepest a request body may nest (arrays and objects), on translated routes.
+    pub max_json_depth: Option<Spanned<i64>>,
     /// Per dialect, values for its mapping's `[vars]`: `vars.mip003 = { text_field = "query" }`.
     pub vars: Option<Spanned<toml::Table>>,
     /// The agent's input schema (MIP-003 Attachment 01), as a table.

@@ -319,6 +319,10 @@ pub struct Translation {
     /// Polls of one task within this long of the last refresh from the back are answered from
     /// the store (many clients polling one task cause one call to the agent).
     pub min_refresh: Duration,
+    /// The deepest a request body may nest, arrays and objects counted (1 to
+    /// [`MAX_JSON_DEPTH`](crate::task::depth::MAX_JSON_DEPTH)): deeper is refused (400) before
+    /// anything is held or stored.
+    pub max_json_depth: usize,
 }
 
 /// A route: which requests it takes, where they go, and how they are translated.

@@ -16,6 +16,7 @@ use super::payment;
 use super::problem::Collector;
 use super::sections::RawConfig;
 use super::units::{parse_duration, parse_size};
+use crate::task::depth;
 use crate::validation::attachment01;
 
 pub const DEFAULT_ADMIN_ADDRESS: &str = "127.0.0.1:9901";
@@ -532,6 +533,14 @@ fn translation(r: &file::RouteEntry, path: &str, p: &mut Collector<'_>) -> Optio
         DEFAULT_MIN_REFRESH,
         p,
     );
+    let max_json_depth = bounded(
+        r.max_json_depth.as_ref(),
+        &format!("{path}.max_json_depth"),
+        1..=depth::MAX_JSON_DEPTH as i64,
+        "1",
+        p,
+    )
+    .map_or(depth::DEFAULT_JSON_DEPTH, |n| n as usize);
     if p.len() != before {
         return None;
     }
@@ -545,6 +554,7 @@ fn translation(r: &file::RouteEntry, path: &str, p: &mut Collector<'_>) -> Optio
         poll_max_interval: poll_max_interval?,
         input_timeout: input_timeout?,
         min_refresh: min_refresh?,
+        max_json_depth,
     })
 }
 

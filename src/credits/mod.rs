@@ -9,9 +9,12 @@
 //!   takes the balance below zero (what could not be covered is noted on the row);
 //! - when the task ends, what is left of its hold is released.
 //!
-//! available = granted − captured − held, and every number is recomputable from the rows.
+//! available = granted − captured − held, and every number is recomputable from the rows
+//! ([`verify`] checks that, and that no hold outlives its task).
 
 use serde::Serialize;
+
+pub mod verify;
 
 use crate::config::{Price, PriceFrom};
 use crate::task::{Status, Step, StepSource};

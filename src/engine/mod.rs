@@ -213,6 +213,15 @@ impl Engine {
         let body = if req.body.iter().all(u8::is_ascii_whitespace) {
             None
         } else {
+            // Measured before it is parsed: the answer names the depth and the limit, also for
+            // a body deeper than the parser would read at all.
+            let depth = crate::task::depth::nesting(&req.body);
+            if depth > t.settings.max_json_depth {
+                return Err(ProxyError::NotJson(format!(
+                    "the body nests {depth} levels deep; this route takes at most {} (max_json_depth)",
+                    t.settings.max_json_depth
+                )));
+            }
             Some(
                 serde_json::from_slice::<Value>(&req.body)
                     .map_err(|e| ProxyError::NotJson(format!("the body is not JSON: {e}")))?,

@@ -76,6 +76,11 @@ impl Engine {
                     available,
                     price: needed,
                 },
+                // The route's max_json_depth let the body through, but the mapping put its
+                // input deeper than that: refused as a body too deep is, nothing held or stored.
+                StoreError::TooDeep { depth, limit } => ProxyError::NotJson(format!(
+                    "the input nests too deep to be kept: the task would nest {depth} levels deep, the store reads at most {limit}"
+                )),
                 other => store_error(other),
             })?;
         if let Some(h) = &hold {
@@ -687,14 +692,20 @@ impl Engine {
         if patch.status == Some(Status::AwaitingInput) && patch.input_request.is_none() {
             patch.input_request = t.back.input_schema.clone();
         }
+        // Set when the patch could not be stored: the task then fails instead, and the caller
+        // hears why.
+        let mut unstorable: Option<ProxyError> = None;
         for _ in 0..UPDATE_ATTEMPTS {
             let mut task = stored.task.clone();
             let seen = task.observe(patch.clone(), t.back.steps, Utc::now());
             if !seen.changed {
-                return Ok(Stored {
-                    task,
-                    version: stored.version,
-                });
+                return match unstorable {
+                    Some(e) => Err(e),
+                    None => Ok(Stored {
+                        task,
+                        version: stored.version,
+                    }),
+                };
             }
             let settlement = self.settlement(t, &mut task, &seen.finished_steps);
             match self
@@ -706,7 +717,29 @@ impl Engine {
                     cx.spent.charged += settled.captured;
                     self.metrics.credits("captured", settled.captured);
                     self.metrics.credits("released", settled.released);
-                    return Ok(Stored { task, version });
+                    return match unstorable {
+                        Some(e) => Err(e),
+                        None => Ok(Stored { task, version }),
+                    };
+                }
+                // What the agent said would make the task too deep to read back: kept, the task
+                // could never be read again, so it is not kept, and the task fails (its hold
+                // released) rather than being asked the same forever.
+                Err(StoreError::TooDeep { depth, limit }) if unstorable.is_none() => {
+                    let detail = format!(
+                        "its answer would make the task nest {depth} levels deep; the store reads at most {limit}"
+                    );
+                    patch = TaskPatch {
+                        status: Some(Status::Failed),
+                        reason: Some("upstream_invalid_response".to_string()),
+                        message: Some(format!("the agent's answer nests too deep: {detail}")),
+                        ..TaskPatch::default()
+                    };
+                    unstorable = Some(ProxyError::UpstreamInvalid {
+                        upstream: t.upstream.config.name.clone(),
+                        dialect: t.back.name.clone(),
+                        detail,
+                    });
                 }
                 Err(StoreError::Conflict) => {
                     stored = self
@@ -724,12 +757,15 @@ impl Engine {
         ))
     }
 
-    /// A task whose synchronous back was working on it when interlingua stopped: the call is
-    /// lost with the process, so the task fails (reason `interrupted`) and its hold is released.
+    /// A task whose call to the back was in flight when interlingua stopped (a synchronous
+    /// back working on it, or a create whose answer never came, so that the task has no
+    /// upstream id to follow): the call is lost with the process, so the task fails (reason
+    /// `interrupted`, `message` saying which) and its hold is released.
     pub(super) async fn interrupted(
         &self,
         t: &Translated,
         stored: Stored,
+        message: &str,
     ) -> Result<Stored, ProxyError> {
         let mut spent = Spent::default();
         let request_id = format!("restart-{}", stored.task.id);
@@ -741,9 +777,7 @@ impl Engine {
         let patch = TaskPatch {
             status: Some(Status::Failed),
             reason: Some("interrupted".to_string()),
-            message: Some(
-                "interlingua stopped while the agent was working on the task".to_string(),
-            ),
+            message: Some(message.to_string()),
             ..TaskPatch::default()
         };
         self.apply(t, stored, patch, &mut cx).await

@@ -1,6 +1,7 @@
 //! The watcher: interlingua follows every task it started until the task ends, polling the back
 //! with backoff, so credits settle even when the client never polls again. After a restart it
-//! picks up every unfinished task from the store.
+//! picks up every unfinished task from the store; a task whose call was lost with the process
+//! (nothing left to follow) fails as interrupted, its hold released.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -121,18 +122,25 @@ impl Watcher {
         }
     }
 
-    /// Picks up a task found unfinished at start-up: a synchronous back's call in flight was lost
-    /// with the process (the task fails, its hold is released); anything else is followed again.
+    /// Picks up a task found unfinished at start-up. A call in flight was lost with the process:
+    /// a synchronous back's (the task was working on it), or a create on any back whose answer
+    /// never came (the task has no upstream id, so there is nothing to follow, and nothing it
+    /// could be asked about). Such a task fails, its hold released; anything else is followed
+    /// again.
     async fn resume(&self, task: Unfinished) {
         let Some(t) = self.routes.get(&task.route) else {
             tracing::warn!(task = %task.id, route = %task.route, "the task's route is no longer configured");
             return;
         };
         let working = matches!(task.status, Status::Pending | Status::Running);
-        if !(t.sync_back() && working) {
+        let message = if t.sync_back() && working {
+            "interlingua stopped while the agent was working on the task"
+        } else if !task.started {
+            "interlingua stopped before the agent answered the task's create: it was never followed (the agent may have started it)"
+        } else {
             self.watch(&task.id, &task.route);
             return;
-        }
+        };
         let stored = match self.engine.store.get(&task.id).await {
             Ok(Some(s)) => s,
             Ok(None) => return,
@@ -141,7 +149,7 @@ impl Watcher {
                 return;
             }
         };
-        if let Err(e) = self.engine.interrupted(t, stored).await {
+        if let Err(e) = self.engine.interrupted(t, stored, message).await {
             tracing::error!(task = %task.id, "cannot settle an interrupted task: {e}");
         }
     }

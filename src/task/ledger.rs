@@ -137,6 +137,13 @@ pub fn hold(c: &Connection, task: &str, a: &Account, amount: u64) -> Result<(), 
     adjust(c, a, 0, 0, amount)
 }
 
+/// The plan of the account a task's hold was taken from, if it holds credits.
+pub fn plan_of_hold(c: &Connection, task: &str) -> Result<Option<String>, StoreError> {
+    c.prepare_cached("SELECT plan FROM holds WHERE task_id = ?1")
+        .and_then(|mut s| s.query_row([task], |r| r.get(0)).optional())
+        .map_err(backend)
+}
+
 /// Captures and releases for one task. The account and the hold are written once, with the
 /// settlement's totals: a settlement is one job of the writer, and its statements are the
 /// writer's hottest.
@@ -242,24 +249,24 @@ pub fn history(c: &Connection, a: &Account, limit: u32) -> Result<Vec<LedgerRow>
     Ok(rows)
 }
 
+/// An account's totals added up from its rows alone: granted, captured, held (what holds
+/// took, less what captures took from them and releases gave back). Followed by a `WHERE`.
+const FROM_ROWS: &str = "
+    COALESCE(SUM(CASE kind WHEN 'grant' THEN amount WHEN 'revoke' THEN -amount ELSE 0 END), 0),
+    COALESCE(SUM(CASE kind WHEN 'capture' THEN amount ELSE 0 END), 0),
+    COALESCE(SUM(CASE kind WHEN 'hold' THEN amount WHEN 'capture' THEN -from_hold
+                           WHEN 'release' THEN -amount ELSE 0 END), 0)
+    FROM ledger";
+
 /// The balance from the rows alone.
 pub fn recompute(c: &Connection, a: &Account) -> Result<Balance, StoreError> {
-    let sum = |sql: &str| -> Result<i64, StoreError> {
-        c.query_row(sql, params![a.plan, a.subject], |r| {
-            r.get::<_, Option<i64>>(0)
-        })
-        .map(|v| v.unwrap_or(0))
-        .map_err(backend)
-    };
-    let base = "FROM ledger WHERE plan = ?1 AND subject = ?2";
-    let granted = sum(&format!("SELECT SUM(amount) {base} AND kind = 'grant'"))?
-        - sum(&format!("SELECT SUM(amount) {base} AND kind = 'revoke'"))?;
-    let captured = sum(&format!("SELECT SUM(amount) {base} AND kind = 'capture'"))?;
-    let held = sum(&format!("SELECT SUM(amount) {base} AND kind = 'hold'"))?
-        - sum(&format!(
-            "SELECT SUM(from_hold) {base} AND kind = 'capture'"
-        ))?
-        - sum(&format!("SELECT SUM(amount) {base} AND kind = 'release'"))?;
+    let (granted, captured, held) = c
+        .query_row(
+            &format!("SELECT {FROM_ROWS} WHERE plan = ?1 AND subject = ?2"),
+            params![a.plan, a.subject],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .map_err(backend)?;
     Ok(Balance {
         plan: a.plan.clone(),
         subject: a.subject.clone(),
@@ -267,6 +274,80 @@ pub fn recompute(c: &Connection, a: &Account) -> Result<Balance, StoreError> {
         captured,
         held,
     })
+}
+
+/// Every account whose balance differs from its rows (an account with rows and no balance, or
+/// the reverse, too): the balance, and what the rows say.
+pub fn drifts(c: &Connection) -> Result<Vec<(Balance, Balance)>, StoreError> {
+    let totals = |sql: &str| -> Result<Vec<Balance>, StoreError> {
+        let mut stmt = c.prepare(sql).map_err(backend)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(Balance {
+                    plan: r.get(0)?,
+                    subject: r.get(1)?,
+                    granted: r.get(2)?,
+                    captured: r.get(3)?,
+                    held: r.get(4)?,
+                })
+            })
+            .map_err(backend)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(backend);
+        rows
+    };
+    let kept = totals("SELECT plan, subject, granted, captured, held FROM accounts")?;
+    let added = totals(&format!(
+        "SELECT plan, subject, {FROM_ROWS} GROUP BY plan, subject"
+    ))?;
+    let zero = |b: &Balance| Balance {
+        granted: 0,
+        captured: 0,
+        held: 0,
+        ..b.clone()
+    };
+    let mut both: std::collections::BTreeMap<(String, String), (Option<Balance>, Option<Balance>)> =
+        Default::default();
+    for b in kept {
+        let key = (b.plan.clone(), b.subject.clone());
+        both.entry(key).or_default().0 = Some(b);
+    }
+    for b in added {
+        let key = (b.plan.clone(), b.subject.clone());
+        both.entry(key).or_default().1 = Some(b);
+    }
+    Ok(both
+        .into_values()
+        .filter_map(|pair| match pair {
+            (Some(k), Some(a)) => (k != a).then_some((k, a)),
+            (Some(k), None) => (k != zero(&k)).then(|| (k.clone(), zero(&k))),
+            (None, Some(a)) => (a != zero(&a)).then(|| (zero(&a), a)),
+            (None, None) => None,
+        })
+        .collect())
+}
+
+/// Every hold not yet released: its task id, account, what it still holds, and its task's
+/// document (`None` when there is no such task).
+#[allow(clippy::type_complexity)]
+pub fn open_holds(
+    c: &Connection,
+) -> Result<Vec<(String, Account, i64, Option<String>)>, StoreError> {
+    let mut stmt = c
+        .prepare(
+            "SELECT h.task_id, h.plan, h.subject, h.remaining, t.doc
+             FROM holds h LEFT JOIN tasks t ON t.id = h.task_id WHERE h.open = 1",
+        )
+        .map_err(backend)?;
+    let rows = stmt
+        .query_map([], |r| {
+            let account = Account::new(&r.get::<_, String>(1)?, &r.get::<_, String>(2)?);
+            Ok((r.get(0)?, account, r.get(3)?, r.get(4)?))
+        })
+        .map_err(backend)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(backend);
+    rows
 }
 
 #[cfg(test)]

@@ -3,8 +3,10 @@
 //! The store ([`store`]) is the interface and its SQLite implementation; beneath it, the tasks
 //! table's SQL ([`rows`]), the credit ledger's ([`ledger`]), the one thread every write goes
 //! through, committing writes in groups ([`writer`]), and the read connections beside it
-//! ([`readers`]).
+//! ([`readers`]). Every document is measured before it is written ([`depth`]), so that what is
+//! stored can be read back; a row that cannot be read anyway is ended, not retried forever.
 
+pub mod depth;
 mod ledger;
 pub mod model;
 pub mod observe;

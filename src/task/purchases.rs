@@ -101,6 +101,7 @@ pub struct Purchase {
 pub(super) fn save(c: &Connection, p: &Purchase) -> Result<(), StoreError> {
     let doc = serde_json::to_string(p)
         .map_err(|e| StoreError::Backend(format!("encoding purchase: {e}")))?;
+    super::depth::readable(&doc)?;
     c.prepare_cached(
         "INSERT INTO purchases (task_id, rail, reference, state, created_at, updated_at, doc)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)

@@ -3,6 +3,7 @@
 //! A [`Row`] is built on the caller's side (the JSON document, the timestamps as text), so the
 //! writer thread, which every write in the process goes through, only binds and steps.
 
+use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
 use super::model::{Status, Task};
@@ -24,8 +25,13 @@ pub(super) struct Row {
 }
 
 impl Row {
-    /// The row for `task`; an error only if the task cannot be encoded as JSON.
+    /// The row for `task`; an error if the task cannot be encoded as JSON, or
+    /// ([`StoreError::TooDeep`]) could not be decoded again: nothing is written that cannot be
+    /// read back.
     pub(super) fn new(task: &Task) -> Result<Row, StoreError> {
+        let doc = serde_json::to_string(task)
+            .map_err(|e| StoreError::Backend(format!("encoding task: {e}")))?;
+        super::depth::readable(&doc)?;
         Ok(Row {
             id: task.id.clone(),
             route: task.route.clone(),
@@ -36,8 +42,7 @@ impl Row {
             terminal: task.status.is_terminal(),
             created_at: format_rfc3339_offset(task.created_at),
             updated_at: format_rfc3339_offset(task.updated_at),
-            doc: serde_json::to_string(task)
-                .map_err(|e| StoreError::Backend(format!("encoding task: {e}")))?,
+            doc,
         })
     }
 
@@ -46,8 +51,22 @@ impl Row {
     }
 }
 
-fn decode(doc: &str) -> Result<Task, StoreError> {
-    serde_json::from_str(doc).map_err(|e| StoreError::Backend(format!("decoding stored task: {e}")))
+/// A stored task whose document cannot be decoded (written by an older version, or damaged).
+#[derive(Debug)]
+pub(super) struct Unreadable {
+    pub(super) id: String,
+    /// The decoder's words.
+    pub(super) why: String,
+}
+
+/// A task as read: decoded, or why not.
+pub(super) type Read<T> = Result<T, Unreadable>;
+
+pub(super) fn decode(id: &str, doc: &str) -> Read<Task> {
+    serde_json::from_str(doc).map_err(|e| Unreadable {
+        id: id.to_string(),
+        why: e.to_string(),
+    })
 }
 
 /// Inserts the row at version 1; [`StoreError::Duplicate`] when its id is taken.
@@ -112,18 +131,92 @@ pub(super) fn update(c: &Connection, r: &Row, version: i64) -> Result<(), StoreE
 }
 
 /// The task with this id, if any.
-pub(super) fn get(c: &Connection, id: &str) -> Result<Option<Stored>, StoreError> {
+pub(super) fn get(c: &Connection, id: &str) -> Result<Option<Read<Stored>>, StoreError> {
     let row: Option<(String, i64)> = c
         .prepare_cached("SELECT doc, version FROM tasks WHERE id = ?1")
         .and_then(|mut s| s.query_row([id], |r| Ok((r.get(0)?, r.get(1)?))).optional())
         .map_err(backend)?;
-    row.map(|(doc, version)| {
-        Ok(Stored {
-            task: decode(&doc)?,
-            version,
+    Ok(row.map(|(doc, version)| decode(id, &doc).map(|task| Stored { task, version })))
+}
+
+/// Ends a task whose document cannot be decoded, from its columns alone: a readable document
+/// is written in its place (its status `failed`, unless the row says it had already ended;
+/// reason `unreadable`; `plan` the one its hold names), and the old one is kept in the
+/// `unreadable_tasks` table. `None` when there is no such task; `false` beside the task when
+/// its document could be read after all (written again in the meantime) and nothing changed.
+pub(super) fn end_unreadable(
+    c: &Connection,
+    id: &str,
+    why: &str,
+    plan: Option<String>,
+) -> Result<Option<(Stored, bool)>, StoreError> {
+    type Columns = (
+        String,
+        Option<String>,
+        String,
+        Option<String>,
+        Option<String>,
+        String,
+    );
+    let row: Option<(Columns, i64, String)> = c
+        .prepare_cached(
+            "SELECT route, subject, status, name, upstream_id, created_at, version, doc
+             FROM tasks WHERE id = ?1",
+        )
+        .and_then(|mut s| {
+            s.query_row([id], |r| {
+                let columns = (
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                );
+                Ok((columns, r.get(6)?, r.get(7)?))
+            })
+            .optional()
         })
-    })
-    .transpose()
+        .map_err(backend)?;
+    let Some(((route, subject, status, name, upstream_id, created_at), version, old)) = row else {
+        return Ok(None);
+    };
+    if let Ok(task) = decode(id, &old) {
+        return Ok(Some((Stored { task, version }, false)));
+    }
+    let now = Utc::now();
+    let created_at = DateTime::parse_from_rfc3339(&created_at)
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or(now);
+    let mut task = Task::new(&route, created_at);
+    task.id = id.to_string();
+    task.subject = subject;
+    task.plan = plan;
+    task.name = name;
+    task.upstream_id = upstream_id;
+    // A task that had ended keeps its end; one that had not can no longer be followed.
+    task.status = Status::from_name(&status)
+        .filter(|s| s.is_terminal())
+        .unwrap_or(Status::Failed);
+    task.reason = Some("unreadable".to_string());
+    task.message = Some(format!(
+        "interlingua could not read this task as stored ({why}); it was ended and what it held released"
+    ));
+    task.updated_at = now;
+    task.status_since = Some(now);
+    update(c, &Row::new(&task)?, version)?;
+    c.prepare_cached(
+        "INSERT OR REPLACE INTO unreadable_tasks (task_id, at, error, doc) VALUES (?1, ?2, ?3, ?4)",
+    )
+    .and_then(|mut s| s.execute(params![id, format_rfc3339_offset(now), why, old]))
+    .map_err(backend)?;
+    Ok(Some((
+        Stored {
+            task,
+            version: version + 1,
+        },
+        true,
+    )))
 }
 
 /// The `WHERE` clause for a query and its parameters. Only the filters the query has are named:
@@ -168,7 +261,7 @@ fn filter<'a>(q: &'a TaskQuery, status: &'a Option<&'static str>) -> (String, Ve
 /// parameters.
 fn page_sql(filter: &str, params: usize) -> String {
     format!(
-        "SELECT doc FROM tasks {filter} ORDER BY created_at DESC, id LIMIT ?{} OFFSET ?{}",
+        "SELECT id, doc FROM tasks {filter} ORDER BY created_at DESC, id LIMIT ?{} OFFSET ?{}",
         params + 1,
         params + 2
     )
@@ -176,7 +269,7 @@ fn page_sql(filter: &str, params: usize) -> String {
 
 /// Tasks matching the query, newest first, and how many match in all (run it in one snapshot, so
 /// the two agree).
-pub(super) fn search(c: &Connection, q: &TaskQuery) -> Result<(Vec<Task>, u64), StoreError> {
+pub(super) fn search(c: &Connection, q: &TaskQuery) -> Result<(Vec<Read<Task>>, u64), StoreError> {
     let status = q.status.map(Status::name);
     let (filter, values) = filter(q, &status);
     let total: i64 = c
@@ -192,14 +285,13 @@ pub(super) fn search(c: &Connection, q: &TaskQuery) -> Result<(Vec<Task>, u64), 
         .prepare_cached(&page_sql(&filter, values.len()))
         .map_err(backend)?;
     let docs = stmt
-        .query_map(page.as_slice(), |r| r.get::<_, String>(0))
+        .query_map(page.as_slice(), |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })
         .map_err(backend)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(backend)?;
-    let tasks = docs
-        .iter()
-        .map(|d| decode(d))
-        .collect::<Result<Vec<_>, _>>()?;
+    let tasks = docs.iter().map(|(id, doc)| decode(id, doc)).collect();
     Ok((tasks, total.max(0) as u64))
 }
 
@@ -208,7 +300,10 @@ pub(super) fn unfinished(c: &Connection) -> Result<Vec<Unfinished>, StoreError> 
     // The columns only, not the documents: a store can hold many unfinished tasks at a restart,
     // and the watcher reads each one when it comes due.
     let mut stmt = c
-        .prepare("SELECT id, route, status FROM tasks WHERE terminal = 0 ORDER BY created_at")
+        .prepare(
+            "SELECT id, route, status, upstream_id IS NOT NULL, created_at FROM tasks
+             WHERE terminal = 0 ORDER BY created_at",
+        )
         .map_err(backend)?;
     let rows = stmt
         .query_map([], |r| {
@@ -216,15 +311,25 @@ pub(super) fn unfinished(c: &Connection) -> Result<Vec<Unfinished>, StoreError> 
                 r.get::<_, String>(0)?,
                 r.get::<_, String>(1)?,
                 r.get::<_, String>(2)?,
+                r.get::<_, bool>(3)?,
+                r.get::<_, String>(4)?,
             ))
         })
         .map_err(backend)?;
     rows.map(|row| {
-        let (id, route, status) = row.map_err(backend)?;
+        let (id, route, status, started, created_at) = row.map_err(backend)?;
         let status = Status::from_name(&status).ok_or_else(|| {
             StoreError::Backend(format!("task {id} has an unknown status `{status}`"))
         })?;
-        Ok(Unfinished { id, route, status })
+        Ok(Unfinished {
+            id,
+            route,
+            status,
+            started,
+            // A time that cannot be read counts as long ago.
+            created_at: DateTime::parse_from_rfc3339(&created_at)
+                .map_or(DateTime::UNIX_EPOCH, |t| t.with_timezone(&Utc)),
+        })
     })
     .collect()
 }

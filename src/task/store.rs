@@ -15,8 +15,9 @@ use super::ledger;
 use super::model::{Status, Task};
 use super::purchases::Purchase;
 use super::readers::Readers;
-use super::rows::{self, Row};
+use super::rows::{self, Row, Unreadable};
 use super::writer::Writer;
+pub use crate::credits::verify::{Audit, OpenHold, Unstarted};
 pub use crate::credits::{Account, Balance, Hold, LedgerRow, Settled, Settlement};
 
 /// Why the store could not do what was asked.
@@ -30,6 +31,10 @@ pub enum StoreError {
     Insufficient { available: i64, needed: u64 },
     #[error("a task with id `{0}` already exists")]
     Duplicate(String),
+    /// The document nests deeper than the store can read back (see [`super::depth`]); nothing
+    /// was written.
+    #[error("the document nests {depth} levels deep; the store reads at most {limit}")]
+    TooDeep { depth: usize, limit: usize },
     #[error("task store: {0}")]
     Backend(String),
 }
@@ -68,6 +73,10 @@ pub struct Unfinished {
     pub id: String,
     pub route: String,
     pub status: Status,
+    /// Whether the back has given the task its id: a create whose answer never came (the
+    /// process stopped while it was in flight) left a task without one.
+    pub started: bool,
+    pub created_at: chrono::DateTime<chrono::Utc>,
 }
 
 #[async_trait]
@@ -125,6 +134,10 @@ pub trait TaskStore: Send + Sync {
     async fn search(&self, query: &TaskQuery) -> Result<(Vec<Task>, u64), StoreError>;
     /// Every task that has not ended, oldest first (for watchers resuming after a restart).
     async fn unfinished(&self) -> Result<Vec<Unfinished>, StoreError>;
+    /// What the credits check judges ([`crate::credits::verify`]), read in one snapshot:
+    /// accounts whose balance differs from their rows, every open hold with its task, every
+    /// unfinished task without an upstream id. Only reads.
+    async fn audit(&self) -> Result<Audit, StoreError>;
     /// Records a purchase made for a task (replacing the task's earlier record of it).
     async fn save_purchase(&self, purchase: &Purchase) -> Result<(), StoreError>;
     /// The purchases made for a task.
@@ -190,6 +203,14 @@ CREATE UNIQUE INDEX IF NOT EXISTS ledger_hold_once ON ledger (task_id) WHERE kin
 CREATE UNIQUE INDEX IF NOT EXISTS ledger_capture_once ON ledger (task_id, step_id) WHERE kind = 'capture';
 CREATE UNIQUE INDEX IF NOT EXISTS ledger_release_once ON ledger (task_id) WHERE kind = 'release';
 CREATE INDEX IF NOT EXISTS ledger_by_account ON ledger (plan, subject, seq);
+
+-- The documents of tasks that could not be read, as they were when the task was ended.
+CREATE TABLE IF NOT EXISTS unreadable_tasks (
+    task_id TEXT PRIMARY KEY,
+    at      TEXT NOT NULL,
+    error   TEXT NOT NULL,
+    doc     TEXT NOT NULL
+);
 ";
 
 impl SqliteStore {
@@ -242,6 +263,32 @@ impl SqliteStore {
         }
     }
 
+    /// Ends a task whose document cannot be read (see [`rows::end_unreadable`]) and, in the
+    /// same transaction, releases its hold: a task nobody can read is never followed again,
+    /// and what it held goes back to its account, with a ledger row.
+    async fn end_unreadable(&self, unreadable: Unreadable) -> Result<Option<Stored>, StoreError> {
+        let Unreadable { id, why } = unreadable;
+        let ended = self
+            .writer
+            .run(move |c| {
+                let plan = ledger::plan_of_hold(c, &id)?;
+                let Some((stored, rewritten)) = rows::end_unreadable(c, &id, &why, plan)? else {
+                    return Ok(None);
+                };
+                if rewritten {
+                    let release = Settlement {
+                        captures: Vec::new(),
+                        release: true,
+                    };
+                    let released = ledger::settle(c, &id, &release)?.released;
+                    tracing::warn!(task = %id, released, "a stored task could not be read ({why}): it was ended, its hold released");
+                }
+                Ok(Some(stored))
+            })
+            .await?;
+        Ok(ended)
+    }
+
     #[cfg(test)]
     pub(super) fn writer(&self) -> &Writer {
         &self.writer
@@ -287,10 +334,15 @@ impl TaskStore for SqliteStore {
 
     async fn get(&self, id: &str) -> Result<Option<Stored>, StoreError> {
         let id = id.to_string();
-        match &self.readers {
+        let found = match &self.readers {
             // The hottest read of all (every poll of a task): done here when it can be.
             Some(readers) => readers.run_point(move |c| rows::get(c, &id)).await,
             None => self.read(false, move |c| rows::get(c, &id)).await,
+        }?;
+        match found {
+            None => Ok(None),
+            Some(Ok(stored)) => Ok(Some(stored)),
+            Some(Err(unreadable)) => self.end_unreadable(unreadable).await,
         }
     }
 
@@ -360,11 +412,54 @@ impl TaskStore for SqliteStore {
 
     async fn search(&self, q: &TaskQuery) -> Result<(Vec<Task>, u64), StoreError> {
         let q = q.clone();
-        self.read(true, move |c| rows::search(c, &q)).await
+        let (found, total) = self.read(true, move |c| rows::search(c, &q)).await?;
+        let mut tasks = Vec::with_capacity(found.len());
+        for read in found {
+            match read {
+                Ok(task) => tasks.push(task),
+                // Ended where it is found, and listed as it now is.
+                Err(unreadable) => {
+                    if let Some(ended) = self.end_unreadable(unreadable).await? {
+                        tasks.push(ended.task);
+                    }
+                }
+            }
+        }
+        Ok((tasks, total))
     }
 
     async fn unfinished(&self) -> Result<Vec<Unfinished>, StoreError> {
         self.read(false, rows::unfinished).await
+    }
+
+    async fn audit(&self) -> Result<Audit, StoreError> {
+        self.read(true, |c| {
+            let open_holds = ledger::open_holds(c)?
+                .into_iter()
+                .map(|(task_id, account, remaining, doc)| OpenHold {
+                    task: doc.map(|d| rows::decode(&task_id, &d).map_err(|u| u.why)),
+                    task_id,
+                    plan: account.plan,
+                    subject: account.subject,
+                    remaining,
+                })
+                .collect();
+            Ok(Audit {
+                drifts: ledger::drifts(c)?,
+                open_holds,
+                unstarted: rows::unfinished(c)?
+                    .into_iter()
+                    .filter(|u| !u.started)
+                    .map(|u| Unstarted {
+                        task_id: u.id,
+                        route: u.route,
+                        status: u.status,
+                        created_at: u.created_at,
+                    })
+                    .collect(),
+            })
+        })
+        .await
     }
 
     async fn save_purchase(&self, purchase: &Purchase) -> Result<(), StoreError> {
@@ -508,6 +603,95 @@ mod tests {
         for id in &acknowledged {
             assert!(again.get(id).await.unwrap().is_some(), "{id} is lost");
         }
+    }
+
+    #[tokio::test]
+    async fn nothing_too_deep_to_read_back_is_written() {
+        let store = SqliteStore::in_memory().unwrap();
+        let deep =
+            |levels: usize| (0..levels).fold(serde_json::json!(1), |v, _| serde_json::json!([v]));
+        let mut t = Task::new("r", Utc::now());
+        // The task is 1 level, its input 1: params of 125 levels are as deep as decodes.
+        t.input.params = Some(deep(125));
+        store.insert(&t).await.unwrap();
+        assert_eq!(store.get(&t.id).await.unwrap().unwrap().task, t);
+        t.input.params = Some(deep(126));
+        assert_eq!(
+            store.update(&t, 1).await,
+            Err(StoreError::TooDeep {
+                depth: 128,
+                limit: 127
+            })
+        );
+        let mut other = Task::new("r", Utc::now());
+        other.payment = Some(deep(127));
+        assert!(matches!(
+            store.insert(&other).await,
+            Err(StoreError::TooDeep { depth: 128, .. })
+        ));
+        assert!(store.get(&other.id).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_task_that_cannot_be_read_is_ended_where_it_is_read_or_found() {
+        let store = SqliteStore::in_memory().unwrap();
+        let ann = Account::new("gold", "ann");
+        store.grant(&ann, 5, None).await.unwrap();
+        let hold = Hold {
+            plan: "gold".to_string(),
+            subject: "ann".to_string(),
+            amount: 2,
+        };
+        let (got, found) = (Task::new("r", Utc::now()), Task::new("r", Utc::now()));
+        for t in [&got, &found] {
+            let mut t = t.clone();
+            t.subject = Some("ann".to_string());
+            store.insert_with_hold(&t, Some(&hold)).await.unwrap();
+        }
+        store
+            .writer()
+            .run(|c| {
+                c.execute("UPDATE tasks SET doc = 'not json'", [])
+                    .map_err(backend)
+            })
+            .await
+            .unwrap();
+        let read = store.get(&got.id).await.unwrap().unwrap();
+        assert_eq!(
+            (read.task.status, read.task.reason.as_deref(), read.version),
+            (Status::Failed, Some("unreadable"), 2)
+        );
+        assert_eq!(
+            (read.task.subject.as_deref(), read.task.plan.as_deref()),
+            (Some("ann"), Some("gold"))
+        );
+        let (page, total) = store
+            .search(&TaskQuery {
+                page: 1,
+                page_size: 10,
+                ..TaskQuery::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(total, 2);
+        assert!(page
+            .iter()
+            .all(|t| t.status == Status::Failed && t.reason.as_deref() == Some("unreadable")));
+        let balance = store.balance(&ann).await.unwrap();
+        assert_eq!((balance.held, balance.available()), (0, 5));
+        assert_eq!(store.recompute(&ann).await.unwrap(), balance);
+        let kinds: Vec<_> = store
+            .history(&ann, 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.kind, r.amount))
+            .collect();
+        assert_eq!(kinds.len(), 5);
+        assert_eq!(kinds[..2], [("release".into(), 2), ("release".into(), 2)]);
+        // Read again: as ended, nothing moves twice.
+        assert_eq!(store.get(&got.id).await.unwrap().unwrap().version, 2);
+        assert_eq!(store.history(&ann, 10).await.unwrap().len(), 5);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -39,6 +39,8 @@ pub struct Served {
     pub child: Child,
     /// The first proxy listener's address, from the ready line.
     pub proxy: SocketAddr,
+    /// The admin listener's address, from the ready line.
+    pub admin: SocketAddr,
 }
 
 impl Served {
@@ -64,10 +66,21 @@ pub fn serve(config: &Path, stderr: Stdio) -> Served {
     let line = stdout
         .recv_timeout(DEADLINE)
         .expect("serve printed its ready line");
-    let proxy = line
-        .strip_prefix("interlingua ready: proxy ")
-        .and_then(|rest| rest.split(' ').next())
-        .and_then(|addr| addr.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected ready line: {line}"));
-    Served { child, proxy }
+    // interlingua ready: proxy <addr>[,<addr>…] admin <addr>
+    let words: Vec<&str> = line.split(' ').collect();
+    let (proxy, admin) = match words.as_slice() {
+        ["interlingua", "ready:", "proxy", proxies, "admin", admin] => (
+            proxies.split(',').next().and_then(|a| a.parse().ok()),
+            admin.parse().ok(),
+        ),
+        _ => (None, None),
+    };
+    let (Some(proxy), Some(admin)) = (proxy, admin) else {
+        panic!("unexpected ready line: {line}");
+    };
+    Served {
+        child,
+        proxy,
+        admin,
+    }
 }

@@ -1,0 +1,291 @@
+//! The credits invariant check (`interlingua credits verify`, `GET /credits/verify`): every
+//! credit held is eventually captured or released, and every number can be recomputed from the
+//! ledger's rows. It lists what breaks that promise:
+//!
+//! - an account whose balance (granted, captured, held) differs from what its rows add up to;
+//! - an open hold that should have been released: its task has ended, is gone, cannot be read,
+//!   is on a route no longer configured, or has waited on its client (input, payment) longer
+//!   than the route's `input_timeout` allows. A task the agent is still working on has no
+//!   deadline in interlingua, so its hold is never listed for its age alone;
+//! - a task with no upstream id whose create must have ended by now: older than the longest a
+//!   create may take (twice the upstream's `total_timeout`: a create is made again once when
+//!   the agent's discovery says it moved).
+//!
+//! Each time limit gets [`GRACE`] on top: the watcher ends a task at its deadline, not before.
+//! The check only reads; it changes nothing.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::Balance;
+use crate::config::Config;
+use crate::task::{Status, StoreError, Task, TaskStore};
+
+/// What a deadline is given before the check holds it against a task: a minute.
+pub const GRACE: Duration = Duration::from_secs(60);
+
+/// What the store holds that the check judges (see [`TaskStore::audit`]).
+#[derive(Debug, Clone, Default)]
+pub struct Audit {
+    /// Accounts whose balance differs from their rows: the balance, and what the rows say.
+    pub drifts: Vec<(Balance, Balance)>,
+    pub open_holds: Vec<OpenHold>,
+    /// Tasks that have not ended and have no upstream id.
+    pub unstarted: Vec<Unstarted>,
+}
+
+/// A hold not yet released, and its task as stored.
+#[derive(Debug, Clone)]
+pub struct OpenHold {
+    pub task_id: String,
+    pub plan: String,
+    pub subject: String,
+    pub remaining: i64,
+    /// `None`: no such task; `Some(Err)`: its document cannot be read.
+    pub task: Option<Result<Task, String>>,
+}
+
+/// A task that has not ended and has no upstream id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unstarted {
+    pub task_id: String,
+    pub route: String,
+    pub status: Status,
+    pub created_at: DateTime<Utc>,
+}
+
+/// What one route allows, for the check.
+#[derive(Debug, Clone, Copy)]
+pub struct RouteRule {
+    /// How long a task may wait on its client.
+    pub input_timeout: Duration,
+    /// The longest a create may take.
+    pub create_deadline: Duration,
+}
+
+/// The rules of every route in `config`, by route name.
+pub fn rules(config: &Config) -> HashMap<String, RouteRule> {
+    config
+        .routes
+        .iter()
+        .map(|r| {
+            let total = config
+                .upstreams
+                .get(r.upstream)
+                .map_or(Duration::ZERO, |u| u.total_timeout);
+            let rule = RouteRule {
+                input_timeout: r.translation.input_timeout,
+                create_deadline: total.saturating_mul(2),
+            };
+            (r.name.clone(), rule)
+        })
+        .collect()
+}
+
+/// What the check found; all empty (and `ok`) when every invariant holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub ok: bool,
+    pub accounts: Vec<Drift>,
+    pub holds: Vec<StuckHold>,
+    pub tasks_without_upstream_id: Vec<Unstarted>,
+}
+
+/// An account whose balance differs from its rows.
+#[derive(Debug, Clone, Serialize)]
+pub struct Drift {
+    pub plan: String,
+    pub subject: String,
+    /// The running totals (`granted`, `captured`, `held`).
+    pub balance: Totals,
+    /// The same, added up from the ledger's rows.
+    pub from_rows: Totals,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    pub granted: i64,
+    pub captured: i64,
+    pub held: i64,
+}
+
+impl From<&Balance> for Totals {
+    fn from(b: &Balance) -> Totals {
+        Totals {
+            granted: b.granted,
+            captured: b.captured,
+            held: b.held,
+        }
+    }
+}
+
+/// An open hold that should have been released, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct StuckHold {
+    pub task_id: String,
+    pub plan: String,
+    pub subject: String,
+    /// What is still held.
+    pub remaining: i64,
+    /// `task_ended`, `task_missing`, `task_unreadable`, `route_unknown` or `waited_too_long`.
+    pub problem: &'static str,
+    /// The task's route and status, when it can be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
+}
+
+/// Runs the check on `store` at `now`, under the routes' `rules`.
+pub async fn verify(
+    store: &dyn TaskStore,
+    rules: &HashMap<String, RouteRule>,
+    now: DateTime<Utc>,
+) -> Result<Report, StoreError> {
+    let audit = store.audit().await?;
+    let accounts: Vec<Drift> = audit
+        .drifts
+        .iter()
+        .map(|(balance, rows)| Drift {
+            plan: balance.plan.clone(),
+            subject: balance.subject.clone(),
+            balance: balance.into(),
+            from_rows: rows.into(),
+        })
+        .collect();
+    let holds: Vec<StuckHold> = audit
+        .open_holds
+        .into_iter()
+        .filter_map(|h| stuck(h, rules, now))
+        .collect();
+    let tasks_without_upstream_id: Vec<Unstarted> = audit
+        .unstarted
+        .into_iter()
+        .filter(|u| {
+            let deadline = rules
+                .get(&u.route)
+                .map_or(Duration::ZERO, |r| r.create_deadline);
+            past(u.created_at, deadline, now)
+        })
+        .collect();
+    Ok(Report {
+        ok: accounts.is_empty() && holds.is_empty() && tasks_without_upstream_id.is_empty(),
+        accounts,
+        holds,
+        tasks_without_upstream_id,
+    })
+}
+
+/// Why `hold` should have been released by `now`, if it should have.
+fn stuck(
+    hold: OpenHold,
+    rules: &HashMap<String, RouteRule>,
+    now: DateTime<Utc>,
+) -> Option<StuckHold> {
+    let mut found = StuckHold {
+        task_id: hold.task_id,
+        plan: hold.plan,
+        subject: hold.subject,
+        remaining: hold.remaining,
+        problem: "task_missing",
+        route: None,
+        status: None,
+    };
+    let task = match hold.task {
+        None => return Some(found),
+        Some(Err(_)) => {
+            found.problem = "task_unreadable";
+            return Some(found);
+        }
+        Some(Ok(task)) => task,
+    };
+    found.route = Some(task.route.clone());
+    found.status = Some(task.status);
+    found.problem = if task.status.is_terminal() {
+        "task_ended"
+    } else if let Some(rule) = rules.get(&task.route) {
+        if task.waits_on_client() && past(task.in_status_since(), rule.input_timeout, now) {
+            "waited_too_long"
+        } else {
+            return None;
+        }
+    } else {
+        "route_unknown"
+    };
+    Some(found)
+}
+
+/// Whether `deadline` (and [`GRACE`]) has passed since `since`.
+fn past(since: DateTime<Utc>, deadline: Duration, now: DateTime<Utc>) -> bool {
+    let waited = (now - since).to_std().unwrap_or(Duration::ZERO);
+    waited > deadline.saturating_add(GRACE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::credits::{Account, Hold};
+    use crate::task::SqliteStore;
+
+    fn rules() -> HashMap<String, RouteRule> {
+        let rule = RouteRule {
+            input_timeout: Duration::from_secs(3600),
+            create_deadline: Duration::from_secs(120),
+        };
+        HashMap::from([("r".to_string(), rule)])
+    }
+
+    #[tokio::test]
+    async fn a_task_is_listed_once_its_deadline_and_the_grace_have_passed() {
+        let store = SqliteStore::in_memory().unwrap();
+        store
+            .grant(&Account::new("gold", "ann"), 5, None)
+            .await
+            .unwrap();
+        let hold = Hold {
+            plan: "gold".to_string(),
+            subject: "ann".to_string(),
+            amount: 1,
+        };
+        let start = Utc::now();
+        // A create never answered, and a task waiting for input since it started.
+        let unstarted = Task::new("r", start);
+        let mut waiting = Task::new("r", start);
+        waiting.upstream_id = Some("job-1".to_string());
+        waiting.status = Status::AwaitingInput;
+        waiting.status_since = Some(start);
+        for t in [&unstarted, &waiting] {
+            store.insert_with_hold(t, Some(&hold)).await.unwrap();
+        }
+        let at = |secs: i64| start + chrono::Duration::seconds(secs);
+
+        let early = verify(&store, &rules(), at(120 + 59)).await.unwrap();
+        assert!(early.ok, "{early:?}");
+
+        let later = verify(&store, &rules(), at(120 + 61)).await.unwrap();
+        let listed: Vec<&str> = later
+            .tasks_without_upstream_id
+            .iter()
+            .map(|u| u.task_id.as_str())
+            .collect();
+        assert_eq!(listed, [unstarted.id.as_str()]);
+        assert!(later.holds.is_empty() && later.accounts.is_empty());
+
+        let much_later = verify(&store, &rules(), at(3600 + 61)).await.unwrap();
+        let stuck: Vec<(&str, &str)> = much_later
+            .holds
+            .iter()
+            .map(|h| (h.task_id.as_str(), h.problem))
+            .collect();
+        assert_eq!(stuck, [(waiting.id.as_str(), "waited_too_long")]);
+        // The unstarted task waits on nobody: its hold is not listed for its age.
+        assert!(!much_later.ok);
+
+        let elsewhere = verify(&store, &HashMap::new(), at(0)).await.unwrap();
+        let problems: Vec<&str> = elsewhere.holds.iter().map(|h| h.problem).collect();
+        assert_eq!(problems, ["route_unknown", "route_unknown"]);
+    }
+}
