@@ -6,13 +6,15 @@
 //! Here: upstreams ([`Upstream`], [`sample_agent`]), an in-process proxy ([`Proxy`], [`config`])
 //! and a client. Beside it: [`wait`] (polling with deadlines), [`secrets`] (the signing key, the
 //! admin token, tokens), [`money`] (paid routes and the admin API's credits), [`process`] (the
-//! `interlingua` binary as a child) and [`peers`] (real third-party peers in Python).
+//! `interlingua` binary as a child), [`peers`] (real third-party peers in Python) and [`raw`]
+//! (HTTP/1.1 written and read by hand over a socket).
 
 #![allow(dead_code)]
 
 pub mod money;
 pub mod peers;
 pub mod process;
+pub mod raw;
 pub mod secrets;
 pub mod wait;
 
@@ -341,6 +343,13 @@ impl Proxy {
             }
         })
         .await
+    }
+
+    /// Waits until `interlingua_client_timeouts_total{kind}` shows `n` connections closed for
+    /// slowness (`header`, `body` or `idle`).
+    pub async fn client_timeouts_showing(&self, kind: &str, n: usize) {
+        let line = format!("interlingua_client_timeouts_total{{kind=\"{kind}\"}} {n}");
+        self.metrics_showing(&[&line]).await;
     }
 
     /// The data directory (the task store and ledger live there).
