@@ -69,6 +69,23 @@ async fn a_header_dripped_a_byte_at_a_time_is_cut_off_with_408() {
 }
 
 #[tokio::test]
+async fn a_later_header_that_stalls_on_a_kept_connection_is_cut_off_with_408() {
+    let up = Upstream::ok().await;
+    let proxy = proxy_with(LIMITS, &up);
+    let mut conn = kept_alive(&proxy).await;
+    conn.get_mut()
+        .write_all(b"GET /x HTTP/1.1\r\nHo")
+        .await
+        .expect("write");
+    let answer = read_answer(&mut conn).await;
+    assert_eq!(answer.status, 408, "{answer}");
+    assert_eq!(error_of(&answer.body_text()).0, "request_timeout");
+    wait_closed(&mut conn).await;
+    assert_eq!(up.seen().len(), 1, "only the first request went upstream");
+    proxy.client_timeouts_showing("header", 1).await;
+}
+
+#[tokio::test]
 async fn a_connection_idle_after_its_answer_is_closed_at_the_keepalive_timeout() {
     let up = Upstream::ok().await;
     let proxy = proxy_with(LIMITS, &up);

@@ -36,9 +36,9 @@ pub struct ServerSettings {
     pub grace_period: Duration,
     /// Where dialect mapping files are looked for (`<dir>/<dialect>.toml`), before the built-ins.
     pub mappings_dir: PathBuf,
-    /// A client connection must deliver a whole request header within this long of its first
-    /// byte (past it: 408 and close), and a new connection its first byte within this long of
-    /// being accepted (past it: closed without an answer).
+    /// A connection's first request header must be whole within this long of its opening, a
+    /// later one within this long of its first byte (past it: 408 and close; a connection that
+    /// sent nothing is closed without an answer).
     pub client_header_timeout: Duration,
     /// The longest wait for the next piece of a request body; past it: 408 and close.
     pub client_body_timeout: Duration,

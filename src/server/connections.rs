@@ -68,6 +68,12 @@ impl<A> Guarded<A> {
     }
 }
 
+/// Which HTTP a connection speaks.
+enum Protocol {
+    H1,
+    H2,
+}
+
 /// How reading one request header ended.
 enum Head {
     /// A whole header (and whatever of the body came with it).
@@ -108,11 +114,14 @@ where
             refuse(&mut stream, &ProxyError::TooManyConnections, true).await;
             return None;
         }
-        if self.is_h2(&mut stream).await {
+        // The first request's header must be in within the header timeout of the opening.
+        let deadline = Instant::now() + self.limits.header_timeout;
+        match self.protocol(&mut stream, deadline).await {
             // pingora's own path: it finds HTTP/2 again and serves it.
-            return self.inner.process_new(stream, shutdown).await;
+            Ok(Protocol::H2) => return self.inner.process_new(stream, shutdown).await,
+            Ok(Protocol::H1) => self.serve_h1(stream, deadline, shutdown).await,
+            Err(ended) => self.end(&mut stream, ended).await,
         }
-        self.serve_h1(stream, shutdown).await;
         // Every request of the connection was served above: nothing goes back to pingora.
         None
     }
@@ -130,49 +139,70 @@ where
         self.inner.server_options()
     }
 
-    /// Whether the connection speaks HTTP/2: ALPN `h2` on TLS, the preface on a cleartext
-    /// listener that allows h2c (as pingora tells them apart).
-    async fn is_h2(&self, stream: &mut Stream) -> bool {
+    /// Which HTTP the connection speaks: HTTP/2 on ALPN `h2` over TLS, or on a cleartext
+    /// listener that allows h2c when it opens with the preface (as pingora tells them apart).
+    async fn protocol(&self, stream: &mut Stream, deadline: Instant) -> Result<Protocol, Head> {
         if stream.get_ssl_digest().is_some() {
-            return matches!(
+            let h2 = matches!(
                 stream.selected_alpn_proto(),
                 Some(pingora::protocols::ALPN::H2)
             );
+            return Ok(if h2 { Protocol::H2 } else { Protocol::H1 });
         }
         if !self.options().is_some_and(|o| o.h2c) {
-            return false;
+            return Ok(Protocol::H1);
         }
+        // pingora's peek waits for all 24 bytes of a preface (it would wait for ever on a
+        // slowloris), and what it has read is lost if the wait is cut short: then the
+        // connection can only be closed. A request line always starts with a letter, so a
+        // first byte still 0 means none came.
         let mut buf = [0u8; H2_PREFACE.len()];
-        let peek = tokio::time::timeout(self.limits.header_timeout, stream.try_peek(&mut buf));
-        matches!(peek.await, Ok(Ok(true))) && buf == H2_PREFACE
+        match tokio::time::timeout_at(deadline, stream.try_peek(&mut buf)).await {
+            Ok(Ok(true)) if buf == H2_PREFACE => Ok(Protocol::H2),
+            Ok(Ok(_)) => Ok(Protocol::H1),
+            Ok(Err(_)) => Err(Head::Closed),
+            Err(_) if buf[0] == 0 => Err(Head::Idle),
+            Err(_) => Err(Head::TooSlow),
+        }
+    }
+
+    /// Ends a connection on which no (further) request came whole: closed as it is, or
+    /// answered 408 when a header was on its way.
+    async fn end(&self, stream: &mut Stream, ended: Head) {
+        match ended {
+            Head::Complete(_) | Head::Closed => {}
+            Head::Idle => self.metrics.client_timeout("idle"),
+            Head::TooSlow => {
+                self.metrics.client_timeout("header");
+                refuse(stream, &ProxyError::ClientTimeout, false).await;
+            }
+        }
     }
 
     /// Serves HTTP/1 requests one after the other until the connection ends.
-    async fn serve_h1(&self, mut stream: Stream, shutdown: &ShutdownWatch) {
+    async fn serve_h1(&self, mut stream: Stream, first: Instant, shutdown: &ShutdownWatch) {
         let limits = self.limits;
         let mut kept_alive = false;
         let mut settings: Option<HttpPersistentSettings> = None;
         loop {
-            // A new connection gets the header timeout to send its first request; one kept
-            // alive, the keep-alive timeout to start its next.
-            let first_byte = if kept_alive {
-                limits.keepalive_timeout
+            // A new connection's first header must be whole by `first`; on a connection kept
+            // alive, the next request must start within the keep-alive timeout, and its header
+            // be whole within the header timeout of its first byte.
+            let (first_byte, whole) = if kept_alive {
+                (Instant::now() + limits.keepalive_timeout, None)
             } else {
-                limits.header_timeout
+                (first, Some(first))
             };
-            let head = read_head(&mut stream, first_byte, limits.header_timeout, shutdown).await;
-            let prefix = match head {
+            let head = read_head(
+                &mut stream,
+                first_byte,
+                whole,
+                limits.header_timeout,
+                shutdown,
+            );
+            let prefix = match head.await {
                 Head::Complete(prefix) => prefix,
-                Head::Closed => return,
-                Head::Idle => {
-                    self.metrics.client_timeout("idle");
-                    return;
-                }
-                Head::TooSlow => {
-                    self.metrics.client_timeout("header");
-                    refuse(&mut stream, &ProxyError::ClientTimeout, false).await;
-                    return;
-                }
+                ended => return self.end(&mut stream, ended).await,
             };
             let mut session = ServerSession::new_http1(stream);
             match settings.take() {
@@ -203,17 +233,18 @@ where
     }
 }
 
-/// Reads one request header: its first byte within `first_byte`, all of it within `whole` of
-/// that first byte.
+/// Reads one request header: its first byte by `first_byte`, all of it by `whole` (when it is
+/// set) or within `header_timeout` of its first byte.
 async fn read_head(
     stream: &mut Stream,
-    first_byte: Duration,
-    whole: Duration,
+    first_byte: Instant,
+    whole: Option<Instant>,
+    header_timeout: Duration,
     shutdown: &ShutdownWatch,
 ) -> Head {
     let mut shutdown = shutdown.clone();
     let mut buf = BytesMut::with_capacity(4096);
-    let mut deadline = Instant::now() + first_byte;
+    let mut deadline = first_byte;
     loop {
         let before = buf.len();
         let idle = before == 0;
@@ -226,7 +257,9 @@ async fn read_head(
             Err(_) if idle => return Head::Idle,
             Err(_) => return Head::TooSlow,
             Ok(Err(_)) | Ok(Ok(0)) => return Head::Closed,
-            Ok(Ok(_)) if idle => deadline = Instant::now() + whole,
+            Ok(Ok(_)) if idle => {
+                deadline = whole.unwrap_or_else(|| Instant::now() + header_timeout);
+            }
             Ok(Ok(_)) => {}
         }
         if header_ends(&buf, before) || buf.len() >= MAX_HEADER {
