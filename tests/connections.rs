@@ -102,7 +102,7 @@ async fn a_connection_idle_after_its_answer_is_closed_at_the_keepalive_timeout()
 }
 
 #[tokio::test]
-async fn a_connection_kept_alive_serves_requests_until_it_idles() {
+async fn a_kept_connection_serves_one_request_after_another() {
     let up = Upstream::ok().await;
     let proxy = proxy_with(LIMITS, &up);
     let mut conn = kept_alive(&proxy).await;
