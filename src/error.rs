@@ -18,6 +18,9 @@ pub enum ProxyError {
     /// The client was too slow to send its request.
     #[error("the request was not received in time")]
     ClientTimeout,
+    /// The listener already holds its `max_connections`.
+    #[error("too many connections; retry later")]
+    TooManyConnections,
     /// The upstream refused, reset or broke the connection, or answered with something that is
     /// not HTTP.
     #[error("upstream `{upstream}` failed: {detail}")]
@@ -124,6 +127,7 @@ impl ProxyError {
             ProxyError::BodyTooLarge { .. } => 413,
             ProxyError::BadRequest(_) => 400,
             ProxyError::ClientTimeout => 408,
+            ProxyError::TooManyConnections => 503,
             ProxyError::UpstreamFailed { .. } => 502,
             ProxyError::UpstreamTimeout { .. } => 504,
             ProxyError::NoOperation { .. } => 404,
@@ -158,6 +162,7 @@ impl ProxyError {
             ProxyError::BodyTooLarge { .. } => "body_too_large",
             ProxyError::BadRequest(_) => "bad_request",
             ProxyError::ClientTimeout => "request_timeout",
+            ProxyError::TooManyConnections => "too_many_connections",
             ProxyError::UpstreamFailed { .. } => "upstream_failed",
             ProxyError::UpstreamTimeout { .. } => "upstream_timeout",
             ProxyError::NoOperation { .. } => "no_operation",
@@ -189,6 +194,10 @@ impl ProxyError {
 
     /// Classifies any error pingora hands back. `None` means the client is gone and there is
     /// nobody to answer.
+    ///
+    /// The message a client sees names only the kind of failure, never pingora's context: that
+    /// holds the upstream's address (`Peer: 10.0.0.7:8000`, `Fail to connect to …`), which is
+    /// the operator's business. The access log has the whole error.
     pub fn from_pingora(e: &PingoraError, upstream: &str) -> Option<ProxyError> {
         if let Some(ours) = e.root_cause().downcast_ref::<ProxyError>() {
             return Some(ours.clone());
@@ -210,9 +219,12 @@ impl ProxyError {
                 ErrorSource::Downstream,
                 ReadError | WriteError | ConnectionClosed | WriteTimedout,
             ) => None,
-            (ErrorSource::Downstream, InvalidHTTPHeader | H2Error | InvalidH2) => {
-                Some(ProxyError::BadRequest(detail()))
-            }
+            // Anything else the client's bytes caused (a malformed chunk size, a header pingora
+            // cannot parse, a broken HTTP/2 frame) is the client's error.
+            (ErrorSource::Downstream, kind) => Some(ProxyError::BadRequest(format!(
+                "malformed request ({})",
+                kind.as_str()
+            ))),
             (_, ConnectTimedout | ReadTimedout | WriteTimedout | TLSHandshakeTimedout) => {
                 Some(upstream_timeout())
             }
@@ -252,13 +264,18 @@ fn from_status(code: u16, detail: String) -> ProxyError {
     }
 }
 
-/// A one-line description of a pingora error for messages and logs: its kind and context,
-/// without the peer dump pingora appends.
+/// What a client is told of a pingora error: its kind (`ConnectRefused`, `InvalidChunk`,
+/// `ReadTimedout`), in words where pingora's name says little. Never its context or cause.
 fn describe(e: &PingoraError) -> String {
-    let kind = e.etype().as_str().to_string();
-    match &e.context {
-        Some(ctx) => format!("{kind}: {}", ctx.as_str()),
-        None => kind,
+    use ErrorType::*;
+    match e.etype() {
+        ConnectRefused => "the connection was refused".to_string(),
+        ConnectTimedout => "no connection within connect_timeout".to_string(),
+        ReadTimedout => "no answer within read_timeout".to_string(),
+        WriteTimedout => "the request could not be sent within read_timeout".to_string(),
+        ConnectionClosed => "the connection was closed".to_string(),
+        ReadError | WriteError => "the connection broke".to_string(),
+        other => other.as_str().to_string(),
     }
 }
 

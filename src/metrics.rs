@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 use tokio::sync::Notify;
 
@@ -18,6 +19,9 @@ pub struct Metrics {
     in_flight: IntGauge,
     credits: IntCounterVec,
     rejections: IntCounterVec,
+    connections_open: IntGaugeVec,
+    connections_refused: IntCounterVec,
+    client_timeouts: IntCounterVec,
     idle: Notify,
 }
 
@@ -78,6 +82,31 @@ impl Metrics {
             &["reason"],
         )
         .expect("static metric definition");
+        let connections_open = IntGaugeVec::new(
+            Opts::new(
+                "interlingua_connections_open",
+                "Client connections open now, by proxy listener.",
+            ),
+            &["listener"],
+        )
+        .expect("static metric definition");
+        let connections_refused = IntCounterVec::new(
+            Opts::new(
+                "interlingua_connections_refused_total",
+                "Client connections refused (503) because the listener held max_connections.",
+            ),
+            &["listener"],
+        )
+        .expect("static metric definition");
+        let client_timeouts = IntCounterVec::new(
+            Opts::new(
+                "interlingua_client_timeouts_total",
+                "Client connections closed for slowness: header (client_header_timeout, 408), \
+                 body (client_body_timeout, 408), idle (keepalive_timeout, or no request at all).",
+            ),
+            &["kind"],
+        )
+        .expect("static metric definition");
         for collector in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(upstream_latency.clone()),
@@ -85,6 +114,9 @@ impl Metrics {
             Box::new(in_flight.clone()),
             Box::new(credits.clone()),
             Box::new(rejections.clone()),
+            Box::new(connections_open.clone()),
+            Box::new(connections_refused.clone()),
+            Box::new(client_timeouts.clone()),
         ] {
             registry
                 .register(collector)
@@ -98,6 +130,9 @@ impl Metrics {
             in_flight,
             credits,
             rejections,
+            connections_open,
+            connections_refused,
+            client_timeouts,
             idle: Notify::new(),
         })
     }
@@ -155,6 +190,27 @@ impl Metrics {
         self.rejections
             .with_label_values(&[status.to_string().as_str()])
             .inc();
+    }
+
+    /// Counts a client connection opened on `listener`, until [`Metrics::connection_closed`].
+    pub fn connection_opened(&self, listener: &str) {
+        self.connections_open.with_label_values(&[listener]).inc();
+    }
+
+    pub fn connection_closed(&self, listener: &str) {
+        self.connections_open.with_label_values(&[listener]).dec();
+    }
+
+    /// Counts a connection refused on `listener` for being over its `max_connections`.
+    pub fn connection_refused(&self, listener: &str) {
+        self.connections_refused
+            .with_label_values(&[listener])
+            .inc();
+    }
+
+    /// Counts a client connection closed for slowness (`header`, `body` or `idle`).
+    pub fn client_timeout(&self, kind: &str) {
+        self.client_timeouts.with_label_values(&[kind]).inc();
     }
 
     /// Every metric in the Prometheus text format.

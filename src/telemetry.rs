@@ -1,5 +1,6 @@
 //! Logging: `tracing` events, filtered RUST_LOG-style, written as text or JSON lines. Pingora's own
-//! `log` records are routed into the same subscriber.
+//! `log` records are routed into the same subscriber, the one it logs far above its meaning
+//! (`failed to acquire reusable stream`) lowered to `debug`.
 
 use std::io::BufWriter;
 
@@ -42,13 +43,107 @@ pub fn init(settings: &LogSettings) -> Result<LogFlush, String> {
         .with_writer(writer)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let result = match settings.format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(false)
-            .try_init(),
+        LogFormat::Text => tracing::subscriber::set_global_default(builder.finish()),
+        LogFormat::Json => tracing::subscriber::set_global_default(
+            builder
+                .json()
+                .flatten_event(true)
+                .with_current_span(false)
+                .finish(),
+        ),
     };
     result.map_err(|e| e.to_string())?;
+    // pingora logs through `log`: its records go to the same subscriber, some at a truer level.
+    log::set_boxed_logger(Box::new(PingoraLog(tracing_log::LogTracer::new())))
+        .map_err(|e| e.to_string())?;
+    log::set_max_level(log_level(tracing::level_filters::LevelFilter::current()));
     Ok(LogFlush { _writer: guard })
+}
+
+/// pingora's `log` records, handed to `tracing`, with the ones pingora logs above what they
+/// mean lowered.
+struct PingoraLog(tracing_log::LogTracer);
+
+impl log::Log for PingoraLog {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        self.0.enabled(metadata)
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if is_lost_reuse(record) {
+            self.0.log(
+                &log::Record::builder()
+                    .level(log::Level::Debug)
+                    .target(record.target())
+                    .args(*record.args())
+                    .module_path(record.module_path())
+                    .file(record.file())
+                    .line(record.line())
+                    .build(),
+            );
+        } else {
+            self.0.log(record);
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+/// `ERROR pingora_core::connectors: failed to acquire reusable stream` (pingora-core 0.9.1,
+/// connectors/mod.rs:293) is no error. An idle pooled upstream connection is watched by a task
+/// holding the connection's `Arc`; a request that takes the connection from the pool waits for
+/// that task to release its lock, then unwraps the `Arc`, but the task drops its clone of the
+/// `Arc` just after releasing the lock, and on a busy multi-threaded runtime the unwrap often
+/// comes in between. The connection is then closed and the request opens a new one: one TCP
+/// handshake lost, the request unharmed. Hundreds a minute under load; `debug` is its level.
+fn is_lost_reuse(record: &log::Record<'_>) -> bool {
+    record.level() == log::Level::Error
+        && record.target() == "pingora_core::connectors"
+        && record.args().as_str() == Some("failed to acquire reusable stream")
+}
+
+fn log_level(max: tracing::level_filters::LevelFilter) -> log::LevelFilter {
+    use tracing::level_filters::LevelFilter as T;
+    match max {
+        T::OFF => log::LevelFilter::Off,
+        T::ERROR => log::LevelFilter::Error,
+        T::WARN => log::LevelFilter::Warn,
+        T::INFO => log::LevelFilter::Info,
+        T::DEBUG => log::LevelFilter::Debug,
+        _ => log::LevelFilter::Trace,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_lost_reuse;
+
+    #[test]
+    fn only_pingoras_lost_reuse_line_is_lowered() {
+        let record = |level, target, args| {
+            let lowered = is_lost_reuse(
+                &log::Record::builder()
+                    .level(level)
+                    .target(target)
+                    .args(args)
+                    .build(),
+            );
+            lowered
+        };
+        assert!(record(
+            log::Level::Error,
+            "pingora_core::connectors",
+            format_args!("failed to acquire reusable stream")
+        ));
+        assert!(!record(
+            log::Level::Error,
+            "pingora_core::connectors::l4",
+            format_args!("failed to acquire reusable stream")
+        ));
+        assert!(!record(
+            log::Level::Error,
+            "pingora_core::connectors",
+            format_args!("something else")
+        ));
+    }
 }

@@ -16,6 +16,10 @@ pub struct ServerSection {
     pub upstream_keepalive: Option<Spanned<i64>>,
     pub grace_period: Option<Spanned<String>>,
     pub mappings_dir: Option<Spanned<String>>,
+    pub client_header_timeout: Option<Spanned<String>>,
+    pub client_body_timeout: Option<Spanned<String>>,
+    pub keepalive_timeout: Option<Spanned<String>>,
+    pub max_connections: Option<Spanned<i64>>,
 }
 
 /// `[log]`: log output.

@@ -36,6 +36,16 @@ pub struct ServerSettings {
     pub grace_period: Duration,
     /// Where dialect mapping files are looked for (`<dir>/<dialect>.toml`), before the built-ins.
     pub mappings_dir: PathBuf,
+    /// A connection's first request header must be whole within this long of its opening, a
+    /// later one within this long of its first byte (past it: 408 and close; a connection that
+    /// sent nothing is closed without an answer).
+    pub client_header_timeout: Duration,
+    /// The longest wait for the next piece of a request body; past it: 408 and close.
+    pub client_body_timeout: Duration,
+    /// How long a client connection may sit idle between two requests before it is closed.
+    pub keepalive_timeout: Duration,
+    /// Client connections open at once on each proxy listener; one more is refused (503, close).
+    pub max_connections: usize,
 }
 
 /// How log lines are written.

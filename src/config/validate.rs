@@ -28,6 +28,18 @@ const DEFAULT_POLL_MAX_INTERVAL: Duration = Duration::from_secs(10);
 const DEFAULT_INPUT_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 const DEFAULT_MIN_REFRESH: Duration = Duration::from_millis(250);
 const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
+/// Enough for any client on a slow link to send a header of a few KiB; a slowloris connection
+/// dripping a byte at a time is closed after it.
+const DEFAULT_CLIENT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Below the upstreams' default `read_timeout` (60 s), so a client that stops sending its body
+/// is answered 408 for its own silence before the upstream's wait for that body runs out.
+const DEFAULT_CLIENT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// pingora's own (and close to nginx's 75 s).
+const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Each idle client connection holds ≈ 80 KiB (pingora's 64 KiB read buffer, the 8 KiB write
+/// buffer, the socket): 10 000 of them ≈ 800 MiB at most, per listener.
+const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+const MAX_MAX_CONNECTIONS: i64 = 1 << 24;
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(60);
 const DEFAULT_TOTAL_TIMEOUT: Duration = Duration::from_secs(300);
@@ -77,14 +89,13 @@ fn server(s: &file::ServerSection, p: &mut Collector<'_>) -> Option<ServerSettin
     };
     // pingora keeps a released connection even with a pool of 0, so 0 is refused rather than
     // promised to mean "no reuse".
-    let upstream_keepalive = bounded(
+    let upstream_keepalive = count(
         s.upstream_keepalive.as_ref(),
         "server.upstream_keepalive",
-        1..=MAX_UPSTREAM_KEEPALIVE,
-        "1",
+        MAX_UPSTREAM_KEEPALIVE,
+        DEFAULT_UPSTREAM_KEEPALIVE,
         p,
-    )
-    .map_or(DEFAULT_UPSTREAM_KEEPALIVE, |n| n as usize);
+    );
     let grace_period = duration(
         s.grace_period.as_ref(),
         "server.grace_period",
@@ -103,12 +114,41 @@ fn server(s: &file::ServerSection, p: &mut Collector<'_>) -> Option<ServerSettin
         || PathBuf::from(DEFAULT_MAPPINGS_DIR),
         |d| PathBuf::from(d.get_ref()),
     );
+    let mut timeout = |value: &Option<Spanned<String>>, key: &str, default: Duration| {
+        duration(value.as_ref(), key, default, p)
+    };
+    let client_header_timeout = timeout(
+        &s.client_header_timeout,
+        "server.client_header_timeout",
+        DEFAULT_CLIENT_HEADER_TIMEOUT,
+    );
+    let client_body_timeout = timeout(
+        &s.client_body_timeout,
+        "server.client_body_timeout",
+        DEFAULT_CLIENT_BODY_TIMEOUT,
+    );
+    let keepalive_timeout = timeout(
+        &s.keepalive_timeout,
+        "server.keepalive_timeout",
+        DEFAULT_KEEPALIVE_TIMEOUT,
+    );
+    let max_connections = count(
+        s.max_connections.as_ref(),
+        "server.max_connections",
+        MAX_MAX_CONNECTIONS,
+        DEFAULT_MAX_CONNECTIONS,
+        p,
+    );
     Some(ServerSettings {
         data_dir,
         threads,
         upstream_keepalive,
         grace_period: grace_period?,
         mappings_dir,
+        client_header_timeout: client_header_timeout?,
+        client_body_timeout: client_body_timeout?,
+        keepalive_timeout: keepalive_timeout?,
+        max_connections,
     })
 }
 
@@ -131,6 +171,17 @@ fn bounded(
         format!("must be between {lowest} and {}", range.end()),
     );
     None
+}
+
+/// A count from 1 to `max`; `default` when absent, or out of range (a problem recorded).
+fn count(
+    value: Option<&Spanned<i64>>,
+    key: &str,
+    max: i64,
+    default: usize,
+    p: &mut Collector<'_>,
+) -> usize {
+    bounded(value, key, 1..=max, "1", p).map_or(default, |n| n as usize)
 }
 
 fn default_threads() -> usize {

@@ -75,11 +75,15 @@ impl Client {
                 })
             }
         };
-        let (status, headers, body) = result.map_err(|e| {
+        let (status, headers, body) = result.map_err(|mut e| {
+            // Everything on this connection is the upstream's doing (pingora leaves the source
+            // of a broken read or write unset), and its address stays in the log.
+            e.as_up();
+            tracing::warn!(upstream = %upstream.config.name, "calling the upstream failed: {e}");
             ProxyError::from_pingora(&e, &upstream.config.name).unwrap_or_else(|| {
                 ProxyError::UpstreamFailed {
                     upstream: upstream.config.name.clone(),
-                    detail: e.to_string(),
+                    detail: "the connection broke".to_string(),
                 }
             })
         })?;

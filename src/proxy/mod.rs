@@ -1,7 +1,11 @@
 //! The request pipeline: interlingua's implementation of pingora's `ProxyHttp`.
 //!
 //! ```text
-//! client ─► early_request_filter   request id: keep a sane X-Request-Id or make one
+//! client ─► (server::connections)  header within client_header_timeout    (408 request_timeout)
+//!                                  connections over max_connections         (503 too_many_connections)
+//!           early_request_filter   request id: keep a sane X-Request-Id or make one
+//!                                  path: dot-segments and `//` removed (routed and sent so)
+//!                                  body reads: client_body_timeout           (408 request_timeout)
 //!           request_filter         route: host, longest path prefix, method  (404 no_route)
 //!                                  body limit from Content-Length            (413 body_too_large)
 //!           upstream_peer          the route's upstream, pooled keep-alive connections
@@ -11,13 +15,15 @@
 //!           response_filter        X-Request-Id comes back
 //!           logging                one access-log event, metrics
 //!   errors: fail_to_proxy → respond::error, the one place errors become responses
-//!           (refused / reset → 502 upstream_failed, timeouts → 504 upstream_timeout)
+//!           (refused / reset → 502 upstream_failed, timeouts → 504 upstream_timeout,
+//!           a malformed request body → 400 bad_request; never the upstream's address)
 //! ```
 //!
 //! Passthrough routes never buffer a body: pingora streams each piece as it arrives.
 
 pub mod access;
 pub mod ctx;
+pub mod path;
 pub mod request_id;
 pub mod respond;
 pub mod routing;
@@ -120,7 +126,10 @@ impl ProxyHttp for Proxy {
     ) -> pingora::Result<()> {
         let incoming = session.req_header().headers.get(request_id::HEADER);
         ctx.request_id = request_id::choose(incoming.map(|v| v.as_bytes()));
-        Ok(())
+        // pingora's wait for each piece of the body (60 s by default) would otherwise outlast
+        // the upstream's wait for the same body, and the client's silence be blamed on it (504).
+        session.set_read_timeout(Some(self.state.config.server.client_body_timeout));
+        normalize_path(session).map_err(ProxyError::into_pingora)
     }
 
     async fn request_filter(
@@ -267,9 +276,13 @@ impl ProxyHttp for Proxy {
         e: Option<&pingora::Error>,
         ctx: &mut RequestCtx,
     ) {
+        if matches!(ctx.error, Some(ProxyError::ClientTimeout)) {
+            self.state.metrics.client_timeout("body");
+        }
         // 499, as nginx has it: the client went away before an answer could be sent.
         let status = session
             .response_written()
+            .filter(|r| !r.status.is_informational())
             .map_or(499, |r| r.status.as_u16());
         let route = ctx
             .route
@@ -292,7 +305,12 @@ impl ProxyHttp for Proxy {
         }
         let req = session.req_header();
         let error_code = ctx.error.as_ref().map(ProxyError::code);
+        // pingora's own error has what a client is not told (the upstream's address, the cause).
+        let from_pingora = e.filter(|e| e.root_cause().downcast_ref::<ProxyError>().is_none());
         let detail = match (&ctx.error, e) {
+            (Some(err), _) if from_pingora.is_some() => {
+                from_pingora.map(|e| format!("{err} ({e})"))
+            }
             (Some(err), _) => Some(err.to_string()),
             (None, Some(e)) => Some(e.to_string()),
             (None, None) => None,
@@ -313,4 +331,26 @@ impl ProxyHttp for Proxy {
             "request"
         );
     }
+}
+
+/// Sends the request on with its path normalised (see [`path`]), the query unchanged.
+fn normalize_path(session: &mut Session) -> Result<(), ProxyError> {
+    let uri = &session.req_header().uri;
+    let Some(normal) = path::normalize(uri.path()) else {
+        return Ok(());
+    };
+    let target = match uri.query() {
+        Some(q) => format!("{normal}?{q}"),
+        None => normal,
+    };
+    let mut parts = uri.clone().into_parts();
+    let rebuilt = http::uri::PathAndQuery::try_from(target)
+        .ok()
+        .and_then(|pq| {
+            parts.path_and_query = Some(pq);
+            http::Uri::from_parts(parts).ok()
+        })
+        .ok_or_else(|| ProxyError::BadRequest("the request path cannot be read".to_string()))?;
+    session.req_header_mut().set_uri(rebuilt);
+    Ok(())
 }

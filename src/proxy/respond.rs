@@ -59,9 +59,14 @@ pub async fn error(
         ProxyError::BodyTooLarge { .. }
         | ProxyError::BadRequest(_)
         | ProxyError::ClientTimeout
+        | ProxyError::TooManyConnections
         | ProxyError::Internal(_) => false,
     };
-    let already_started = session.response_written().is_some();
+    // An interim answer (`100 Continue`, passed on from the upstream) does not start the
+    // response: the final one can still be this error.
+    let already_started = session
+        .response_written()
+        .is_some_and(|r| !r.status.is_informational());
     let sent = !already_started && write(session, ctx, &err, front).await.is_ok();
     ctx.error = Some(err);
     FailToProxy {
@@ -100,6 +105,31 @@ async fn write(
 /// The realm of every route's bearer challenge.
 const REALM: &str = "interlingua";
 
+/// The whole HTTP/1.1 answer for a connection that interlingua ends before pingora has read a
+/// request on it (its header not received in time, one connection over the listener's limit):
+/// interlingua's JSON error with a new request id, and `Connection: close`.
+pub fn connection_answer(err: &ProxyError) -> Vec<u8> {
+    let request_id = request_id::generate();
+    let body = body(err, &request_id, None, None);
+    let status = err.status();
+    let reason = http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
+    let mut head = format!(
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{}: {request_id}\r\nconnection: close\r\n",
+        body.len(),
+        request_id::HEADER,
+    );
+    for (name, value) in error_headers(err) {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut out = head.into_bytes();
+    out.extend_from_slice(&body);
+    out
+}
+
 /// The headers an error carries besides its body (RFC 6750 for auth, RFC 9110 `Retry-After` and
 /// draft-ietf-httpapi-ratelimit-headers for limits).
 fn error_headers(err: &ProxyError) -> Vec<(&'static str, String)> {
@@ -135,6 +165,8 @@ fn error_headers(err: &ProxyError) -> Vec<(&'static str, String)> {
             ("ratelimit-policy", r.policy_header()),
             ("ratelimit", r.limit_header()),
         ],
+        // Most clients that meet the limit are about to be gone again.
+        ProxyError::TooManyConnections => vec![("retry-after", "1".to_string())],
         ProxyError::NoRoute { .. }
         | ProxyError::BodyTooLarge { .. }
         | ProxyError::BadRequest(_)

@@ -147,9 +147,12 @@ pub fn is_discovery(t: &Translated, session: &Session, prefix: &str) -> bool {
 async fn read_body(session: &mut Session, limit: u64) -> Result<Bytes, ProxyError> {
     let mut body = BytesMut::new();
     loop {
-        let chunk = session.read_request_body().await.map_err(|e| {
+        let chunk = session.read_request_body().await.map_err(|mut e| {
+            // Reading the client's body: whatever went wrong is the client's (pingora leaves
+            // the source unset), and a timeout is its silence, not an upstream's.
+            e.as_down();
             ProxyError::from_pingora(&e, "")
-                .unwrap_or_else(|| ProxyError::BadRequest(e.to_string()))
+                .unwrap_or_else(|| ProxyError::BadRequest("malformed request body".to_string()))
         })?;
         let Some(chunk) = chunk else { break };
         if (body.len() + chunk.len()) as u64 > limit {

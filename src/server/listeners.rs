@@ -14,6 +14,7 @@ use pingora::server::ListenFds;
 use pingora::services::listening::Service;
 use pingora::services::Service as ServiceTrait;
 
+use super::connections::{Guarded, Limits};
 use super::StartError;
 use crate::admin::Admin;
 use crate::config::Listener;
@@ -39,8 +40,10 @@ pub struct Bound {
 
 /// Binds the admin and proxy listeners and builds the pingora services that will serve them.
 ///
-/// Listeners that differ in `h2c` get separate proxy services, because pingora sets cleartext
-/// HTTP/2 per application.
+/// Listeners that differ in `h2c` get separate proxy applications, because pingora sets
+/// cleartext HTTP/2 per application. Each listener is a service of its own, its application
+/// shared with the others of its group (so they share one upstream connection pool) behind the
+/// listener's own connection limits ([`Guarded`]).
 pub fn bind_all(
     state: &Arc<State>,
     conf: &Arc<ServerConf>,
@@ -68,13 +71,23 @@ pub fn bind_all(
         if group.is_empty() {
             continue;
         }
+        let server = &state.config.server;
         let mut app = pingora::proxy::http_proxy(conf, Proxy::new(state.clone()));
         let mut options = HttpServerOptions::default();
         options.h2c = h2c;
+        options.h2_idle_timeout = Some(server.keepalive_timeout);
         app.server_options = Some(options);
-        let mut service = Service::new(format!("proxy (h2c {h2c})"), app);
+        let app = Arc::new(app);
+        let limits = Limits {
+            header_timeout: server.client_header_timeout,
+            keepalive_timeout: server.keepalive_timeout,
+            max_connections: server.max_connections,
+        };
         for (index, l) in group {
             let addr = bind(l.address, fds)?;
+            let guarded =
+                Guarded::new(app.clone(), limits, addr.to_string(), state.metrics.clone());
+            let mut service = Service::new(format!("proxy {addr}"), guarded);
             let buffers = L4BufferSettings::default().write(CLIENT_WRITE_BUFFER);
             let endpoint = ListenerConfig::tcp(addr.to_string()).l4_buffer(buffers);
             match &l.tls {
@@ -93,8 +106,8 @@ pub fn bind_all(
                 }
             }
             proxy_addrs.push((index, addr));
+            services.push(Box::new(service));
         }
-        services.push(Box::new(service));
     }
     // Report addresses in config order, whichever service serves them.
     proxy_addrs.sort_by_key(|(index, _)| *index);

@@ -7,6 +7,7 @@
 //! services through a file-descriptor table, and on shutdown waits only as long as requests are
 //! actually in flight.
 
+mod connections;
 mod listeners;
 
 use std::net::SocketAddr;

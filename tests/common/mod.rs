@@ -7,13 +7,15 @@
 //! and a client. Beside it: [`wait`] (polling with deadlines), [`secrets`] (the signing key, the
 //! admin token, tokens), [`tokens`] (the auth tests' keys, token builders and JWKS server),
 //! [`money`] (paid routes and the admin API's credits), [`process`] (the `interlingua` binary as
-//! a child) and [`peers`] (real third-party peers in Python).
+//! a child), [`peers`] (real third-party peers in Python) and [`raw`] (HTTP/1.1 written and read
+//! by hand over a socket).
 
 #![allow(dead_code)]
 
 pub mod money;
 pub mod peers;
 pub mod process;
+pub mod raw;
 pub mod secrets;
 pub mod tokens;
 pub mod wait;
@@ -343,6 +345,13 @@ impl Proxy {
             }
         })
         .await
+    }
+
+    /// Waits until `interlingua_client_timeouts_total{kind}` shows `n` connections closed for
+    /// slowness (`header`, `body` or `idle`).
+    pub async fn client_timeouts_showing(&self, kind: &str, n: usize) {
+        let line = format!("interlingua_client_timeouts_total{{kind=\"{kind}\"}} {n}");
+        self.metrics_showing(&[&line]).await;
     }
 
     /// The data directory (the task store and ledger live there).

@@ -1,0 +1,173 @@
+//! Client connections held to the `[server]` limits, through raw sockets: a header dripped a
+//! byte at a time is cut off at `client_header_timeout` (408), a connection idle between
+//! requests is closed at `keepalive_timeout`, one over `max_connections` is refused (503), and
+//! the metrics count each.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::raw::{read_answer, wait_closed};
+use common::{config, error_of, one_route, Proxy, Upstream};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+/// Short limits, so that the tests see them at work.
+const LIMITS: &str = "client_header_timeout = \"300ms\"\nkeepalive_timeout = \"300ms\"";
+
+fn proxy_with(server: &str, up: &Upstream) -> Proxy {
+    Proxy::start(&config(server, &one_route(up.addr, "", "")))
+}
+
+const GET: &[u8] = b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n";
+
+/// A connection that has been answered once and is kept alive.
+async fn kept_alive(proxy: &Proxy) -> BufReader<TcpStream> {
+    let mut conn = BufReader::new(TcpStream::connect(proxy.addr).await.expect("connect"));
+    conn.get_mut().write_all(GET).await.expect("write");
+    let answer = read_answer(&mut conn).await;
+    assert_eq!(answer.status, 200, "{answer}");
+    conn
+}
+
+#[tokio::test]
+async fn a_header_dripped_a_byte_at_a_time_is_cut_off_with_408() {
+    let up = Upstream::ok().await;
+    let proxy = proxy_with(LIMITS, &up);
+    let mut slow = Vec::new();
+    for _ in 0..3 {
+        let conn = TcpStream::connect(proxy.addr).await.expect("connect");
+        let (read, mut write) = conn.into_split();
+        // The slowloris: a byte every 50 ms, for as long as the connection takes them.
+        let drip = tokio::spawn(async move {
+            let header = b"GET /x HTTP/1.1\r\nHost: a\r\nX-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+            let mut tick = tokio::time::interval(Duration::from_millis(50));
+            for byte in header.iter().cycle() {
+                tick.tick().await;
+                if write.write_all(&[*byte]).await.is_err() {
+                    return;
+                }
+            }
+        });
+        slow.push((Instant::now(), BufReader::new(read), drip));
+    }
+    for (started, mut read, drip) in slow {
+        let answer = read_answer(&mut read).await;
+        let waited = started.elapsed();
+        assert_eq!(answer.status, 408, "{answer}");
+        assert_eq!(error_of(&answer.body_text()).0, "request_timeout");
+        assert_eq!(answer.header("connection").as_deref(), Some("close"));
+        assert!(
+            waited >= Duration::from_millis(300),
+            "cut off after {waited:?}"
+        );
+        wait_closed(&mut read).await;
+        drip.abort();
+    }
+    assert_eq!(up.seen().len(), 0, "no request went upstream");
+    proxy.client_timeouts_showing("header", 3).await;
+}
+
+#[tokio::test]
+async fn a_later_header_that_stalls_on_a_kept_connection_is_cut_off_with_408() {
+    let up = Upstream::ok().await;
+    let proxy = proxy_with(LIMITS, &up);
+    let mut conn = kept_alive(&proxy).await;
+    conn.get_mut()
+        .write_all(b"GET /x HTTP/1.1\r\nHo")
+        .await
+        .expect("write");
+    let answer = read_answer(&mut conn).await;
+    assert_eq!(answer.status, 408, "{answer}");
+    assert_eq!(error_of(&answer.body_text()).0, "request_timeout");
+    wait_closed(&mut conn).await;
+    assert_eq!(up.seen().len(), 1, "only the first request went upstream");
+    proxy.client_timeouts_showing("header", 1).await;
+}
+
+#[tokio::test]
+async fn a_connection_idle_after_its_answer_is_closed_at_the_keepalive_timeout() {
+    let up = Upstream::ok().await;
+    let proxy = proxy_with(LIMITS, &up);
+    let mut conn = kept_alive(&proxy).await;
+    let answered = Instant::now();
+    let rest = wait_closed(&mut conn).await;
+    let idle = answered.elapsed();
+    assert!(rest.is_empty(), "nothing more is sent: {rest:?}");
+    assert!(idle >= Duration::from_millis(250), "closed after {idle:?}");
+    // A connection that never sends a byte is closed too, without an answer.
+    let mut silent = TcpStream::connect(proxy.addr).await.expect("connect");
+    assert!(wait_closed(&mut silent).await.is_empty());
+    proxy.client_timeouts_showing("idle", 2).await;
+}
+
+#[tokio::test]
+async fn a_kept_connection_serves_one_request_after_another() {
+    let up = Upstream::ok().await;
+    let proxy = proxy_with(LIMITS, &up);
+    let mut conn = kept_alive(&proxy).await;
+    for _ in 0..3 {
+        conn.get_mut().write_all(GET).await.expect("write");
+        assert_eq!(read_answer(&mut conn).await.status, 200);
+    }
+    assert_eq!(up.seen().len(), 4);
+}
+
+#[tokio::test]
+async fn one_connection_over_the_limit_is_refused_with_503() {
+    let up = Upstream::ok().await;
+    let proxy = proxy_with("max_connections = 2", &up);
+    let first = kept_alive(&proxy).await;
+    let _second = kept_alive(&proxy).await;
+    let listener = proxy.addr.to_string();
+    let metric =
+        |name: &str, n: usize| format!("interlingua_{name}{{listener=\"{listener}\"}} {n}");
+    proxy
+        .metrics_showing(&[&metric("connections_open", 2)])
+        .await;
+
+    let mut third = BufReader::new(TcpStream::connect(proxy.addr).await.expect("connect"));
+    third.get_mut().write_all(GET).await.expect("write");
+    let answer = read_answer(&mut third).await;
+    assert_eq!(answer.status, 503, "{answer}");
+    assert_eq!(error_of(&answer.body_text()).0, "too_many_connections");
+    assert_eq!(answer.header("connection").as_deref(), Some("close"));
+    assert_eq!(answer.header("retry-after").as_deref(), Some("1"));
+    wait_closed(&mut third).await;
+    proxy
+        .metrics_showing(&[&metric("connections_refused_total", 1)])
+        .await;
+
+    // Once one of the two closes, a new connection is served again.
+    drop(first);
+    proxy
+        .metrics_showing(&[&metric("connections_open", 1)])
+        .await;
+    let _again = kept_alive(&proxy).await;
+    assert_eq!(
+        up.seen().len(),
+        3,
+        "the refused request never went upstream"
+    );
+}
+
+#[test]
+fn the_connection_settings_are_checked_like_every_other() {
+    let text = "[server]\nmax_connections = 0\nclient_header_timeout = \"0s\"\n\
+                keepalive_timeout = \"5\"\nclient_body_timeout = \"soon\"\n";
+    let problems = match interlingua::setup::parse(text, "t.toml") {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(problems) => problems.to_string(),
+    };
+    for expected in [
+        "t.toml:2:19: server.max_connections: must be between 1 and 16777216",
+        "t.toml:3:25: server.client_header_timeout: must be longer than zero",
+        "t.toml:4:21: server.keepalive_timeout: `5` has no unit; write it as \"5s\" or \"5ms\"",
+        "t.toml:5:23: server.client_body_timeout:",
+    ] {
+        assert!(
+            problems.lines().any(|l| l.starts_with(expected)),
+            "no `{expected}` in:\n{problems}"
+        );
+    }
+}
