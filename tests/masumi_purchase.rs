@@ -9,7 +9,7 @@ mod common;
 
 use std::sync::Once;
 
-use common::money::{paid_config, paid_route, Admin};
+use common::money::{ledger, paid_config, paid_route, rows, Admin};
 use common::peers::{peers_python, Peer};
 use common::secrets::{token, ADMIN_TOKEN};
 use common::wait::{eventually, states};
@@ -206,27 +206,6 @@ async fn stored(w: &World, task: &str) -> (Value, Vec<Value>) {
         whole["task"].clone(),
         whole["purchases"].as_array().unwrap().clone(),
     )
-}
-
-/// The subject's ledger rows, oldest first, as (kind, amount).
-async fn ledger(admin: &Admin, subject: &str) -> Vec<(String, i64)> {
-    let mut rows: Vec<(String, i64)> = admin
-        .history(subject)
-        .await
-        .iter()
-        .map(|r| {
-            (
-                r["kind"].as_str().unwrap().to_string(),
-                r["amount"].as_i64().unwrap(),
-            )
-        })
-        .collect();
-    rows.reverse();
-    rows
-}
-
-fn rows(list: &[(&str, i64)]) -> Vec<(String, i64)> {
-    list.iter().map(|(k, a)| (k.to_string(), *a)).collect()
 }
 
 /// What interlingua must send to buy the job the agent's start_job answer describes: the

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::money::{paid_config, paid_route, Admin};
+use common::money::{ledger, paid_config, paid_route, rows, Admin};
 use common::process::{interlingua, serve};
 use common::secrets::{token, ADMIN_TOKEN};
 use common::wait::eventually;
@@ -46,27 +46,6 @@ async fn three_fronts(work: Duration) -> (Proxy, Admin) {
     let proxy = Proxy::start(&paid_config(&rest));
     let admin = Admin::new(&proxy);
     (proxy, admin)
-}
-
-/// The kinds and amounts of `subject`'s ledger rows, oldest first.
-async fn ledger(admin: &Admin, subject: &str) -> Vec<(String, i64)> {
-    let mut rows: Vec<(String, i64)> = admin
-        .history(subject)
-        .await
-        .iter()
-        .map(|r| {
-            (
-                r["kind"].as_str().unwrap().to_string(),
-                r["amount"].as_i64().unwrap(),
-            )
-        })
-        .collect();
-    rows.reverse();
-    rows
-}
-
-fn rows(expected: &[(&str, i64)]) -> Vec<(String, i64)> {
-    expected.iter().map(|(k, a)| (k.to_string(), *a)).collect()
 }
 
 /// The tasks `store` holds (the first ten, newest first).

@@ -132,3 +132,25 @@ impl Admin {
             .expect("an admin answer in JSON")
     }
 }
+
+/// The subject's ledger rows, oldest first, as (kind, amount).
+pub async fn ledger(admin: &Admin, subject: &str) -> Vec<(String, i64)> {
+    let mut rows: Vec<(String, i64)> = admin
+        .history(subject)
+        .await
+        .iter()
+        .map(|r| {
+            (
+                r["kind"].as_str().expect("a row's kind").to_string(),
+                r["amount"].as_i64().expect("a row's amount"),
+            )
+        })
+        .collect();
+    rows.reverse();
+    rows
+}
+
+/// `expected` in the shape [`ledger`] answers, to compare with it.
+pub fn rows(expected: &[(&str, i64)]) -> Vec<(String, i64)> {
+    expected.iter().map(|(k, a)| (k.to_string(), *a)).collect()
+}
