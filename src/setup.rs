@@ -3,8 +3,10 @@
 
 use std::path::Path;
 
+use mapping::dialect::{self, Dialects};
+use mapping::problem::{Location, Problem};
+
 use crate::config::{self, Config, Named, Problems};
-use crate::dialect::{self, Dialects};
 
 /// A valid configuration and its compiled dialects.
 pub struct Setup {
@@ -25,7 +27,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Setup, Problems> {
 fn with_dialects((config, named): (Result<Config, Problems>, Named)) -> Result<Setup, Problems> {
     match config {
         Ok(config) => {
-            let dialects = dialect::load_for(&config)?;
+            let dialects = load_dialects(&config)?;
             Ok(Setup { config, dialects })
         }
         // The config is wrong; its mapping files may be too, and one run should say so.
@@ -36,5 +38,99 @@ fn with_dialects((config, named): (Result<Config, Problems>, Named)) -> Result<S
             }
             Err(problems)
         }
+    }
+}
+
+/// Loads every dialect the routes of `config` name, and checks each route's `vars` against the
+/// variables its dialects declare. Every problem is reported.
+fn load_dialects(config: &Config) -> Result<Dialects, Problems> {
+    let mut names: Vec<&str> = Vec::new();
+    for r in &config.routes {
+        for d in [&r.front, &r.back] {
+            if let config::Dialect::Mapped(n) = d {
+                names.push(n);
+            }
+        }
+    }
+    let dialects = dialect::load(&config.server.mappings_dir, &names)?;
+    let mut problems = Vec::new();
+    for (i, r) in config.routes.iter().enumerate() {
+        if let config::Dialect::Mapped(front) = &r.front {
+            if let Some(m) = dialects.get(front) {
+                if !m.ops.iter().any(|o| o.front) {
+                    problems.push(Problem {
+                        location: Location {
+                            file: config.origin.clone(),
+                            line_col: None,
+                            path: format!("routes[{i}].front"),
+                        },
+                        message: format!(
+                            "`{front}` has no operations a client can call: it can only be a back"
+                        ),
+                    });
+                }
+            }
+        }
+        // A payment service pays for what the back's answers ask: a back that never carries a
+        // payment request has nothing to pay.
+        if let (Some(_), config::Dialect::Mapped(back)) = (&r.payment, &r.back) {
+            if dialects.get(back).is_some_and(|m| !m.carries_payment()) {
+                problems.push(Problem {
+                    location: Location {
+                        file: config.origin.clone(),
+                        line_col: None,
+                        path: format!("routes[{i}].payment"),
+                    },
+                    message: format!(
+                        "the back `{back}` carries no payment request (its create_task answer reads nothing into task.payment)"
+                    ),
+                });
+            }
+        }
+        if r.payment.is_some() && r.back == config::Dialect::Passthrough {
+            problems.push(Problem {
+                location: Location {
+                    file: config.origin.clone(),
+                    line_col: None,
+                    path: format!("routes[{i}].payment"),
+                },
+                message: "a passthrough route forwards unchanged: it cannot pay".to_string(),
+            });
+        }
+        for (dialect, values) in &r.translation.vars {
+            let problem = |message: String| Problem {
+                location: Location {
+                    file: config.origin.clone(),
+                    line_col: None,
+                    path: format!("routes[{i}].vars.{dialect}"),
+                },
+                message,
+            };
+            if r.front.name() != dialect && r.back.name() != dialect {
+                problems.push(problem(format!(
+                    "the route speaks `{}` and `{}`, not `{dialect}`",
+                    r.front.name(),
+                    r.back.name()
+                )));
+                continue;
+            }
+            let Some(mapping) = dialects.get(dialect) else {
+                continue;
+            };
+            for name in values.keys() {
+                if !mapping.vars.contains_key(name) {
+                    let known: Vec<&str> = mapping.vars.keys().map(String::as_str).collect();
+                    problems.push(problem(format!(
+                        "`{dialect}` has no variable `{name}`; it declares: {}",
+                        known.join(", ")
+                    )));
+                }
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(dialects)
+    } else {
+        Err(Problems(problems))
     }
 }

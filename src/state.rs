@@ -6,14 +6,14 @@ use std::sync::Arc;
 
 use crate::auth::Authenticator;
 use crate::config::{Config, Route};
-use crate::dialect::Dialects;
 use crate::engine::watch::Watcher;
 use crate::engine::{Engine, Translated};
 use crate::limit::RouteLimits;
 use crate::metrics::Metrics;
 use crate::proxy::routing::RouteTable;
 use crate::proxy::upstream::Upstreams;
-use crate::task::SqliteStore;
+use mapping::dialect::Dialects;
+use store::SqliteStore;
 
 /// Shared state of a running server.
 pub struct State {

@@ -25,7 +25,6 @@ use common::peers::{peers_python, run_script, Peer};
 use common::secrets::token;
 use common::wait::states;
 use common::{client, sample_agent, status_and_json, Proxy, DEADLINE};
-use interlingua::sample;
 use serde_json::{json, Value};
 
 /// How long a task takes on either agent in most tests: long enough that every state lasts
@@ -96,7 +95,7 @@ async fn world(work: Duration) -> World {
     let python = tokio::task::spawn_blocking(peers_python).await.unwrap();
     let agent = sdk_agent(&python, work, &[]).await;
     let rest_agent = sdk_agent(&python, work, &["--interfaces", "HTTP+JSON@1.0"]).await;
-    let mip = sample_agent(sample::mip003::serve, work).await;
+    let mip = sample_agent(samples::mip003::serve, work).await;
     let mut rest = format!(
         r#"
 [[upstreams]]

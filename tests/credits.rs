@@ -14,10 +14,9 @@ use common::process::{interlingua, serve};
 use common::secrets::{auth_table, token, ADMIN_TOKEN};
 use common::wait::eventually;
 use common::{client, config, sample_agent, Proxy, Upstream};
-use interlingua::credits::Account;
-use interlingua::sample;
-use interlingua::task::{SqliteStore, TaskStore};
 use serde_json::{json, Value};
+use store::Account;
+use store::{SqliteStore, TaskStore};
 
 const DID: &str = "did:nv:0000000000000000000000000000000000000000000000000000000000000003";
 
@@ -53,7 +52,7 @@ async fn assert_recomputes(data_dir: &Path, subject: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn of_200_concurrent_tasks_exactly_the_50_the_balance_covers_are_accepted() {
-    let agent = sample_agent(sample::mip003::serve, Duration::from_millis(200)).await;
+    let agent = sample_agent(samples::mip003::serve, Duration::from_millis(200)).await;
     let proxy = Proxy::start(&priced(agent, "{data_dir}"));
     let admin = Admin::new(&proxy);
     let granted = admin.grant("alice", 50).await;
@@ -124,7 +123,7 @@ async fn of_200_concurrent_tasks_exactly_the_50_the_balance_covers_are_accepted(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_polled_100_times_is_captured_once() {
-    let agent = sample_agent(sample::mip003::serve, Duration::from_millis(300)).await;
+    let agent = sample_agent(samples::mip003::serve, Duration::from_millis(300)).await;
     let proxy = Proxy::start(&priced(agent, "{data_dir}"));
     let admin = Admin::new(&proxy);
     admin.grant("bob", 5).await;
@@ -194,7 +193,7 @@ async fn a_step_polled_100_times_is_captured_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_task_charges_nothing() {
-    let agent = sample_agent(sample::mip003::serve, Duration::from_millis(200)).await;
+    let agent = sample_agent(samples::mip003::serve, Duration::from_millis(200)).await;
     let proxy = Proxy::start(&priced(agent, "{data_dir}"));
     let admin = Admin::new(&proxy);
     admin.grant("carol", 3).await;
@@ -259,7 +258,7 @@ async fn cli_settled(config: &Path, subject: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_running_when_the_proxy_is_killed_settle_exactly_once_after_a_restart() {
-    let agent = sample_agent(sample::mip003::serve, Duration::from_millis(1500)).await;
+    let agent = sample_agent(samples::mip003::serve, Duration::from_millis(1500)).await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("interlingua.toml");
     std::fs::write(
@@ -396,7 +395,7 @@ async fn a_burst_over_the_rate_limit_gets_429_and_other_subjects_are_unaffected(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operation_fees_are_charged_once_per_request_id() {
-    let agent = sample_agent(sample::mip003::serve, Duration::from_secs(30)).await;
+    let agent = sample_agent(samples::mip003::serve, Duration::from_secs(30)).await;
     let cfg = priced(agent, "{data_dir}").replace(
         "price = { hold = 1, step = 1 }",
         "price = { hold = 5, step = 1, operations = { get_task = 2 } }",
@@ -440,7 +439,7 @@ async fn operation_fees_are_charged_once_per_request_id() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_admin_api_needs_its_token_and_revokes_only_what_is_available() {
-    let agent = sample_agent(sample::mip003::serve, Duration::from_millis(100)).await;
+    let agent = sample_agent(samples::mip003::serve, Duration::from_millis(100)).await;
     let proxy = Proxy::start(&priced(agent, "{data_dir}"));
     let http = client();
     let url = |p: &str| proxy.admin_url(p);
@@ -521,7 +520,7 @@ async fn the_admin_api_needs_its_token_and_revokes_only_what_is_available() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_synchronous_call_lost_with_a_killed_proxy_fails_its_task_and_frees_its_hold() {
     // A chat model slow enough to be killed mid-call.
-    let model = sample_agent(sample::openai::serve, Duration::from_secs(30)).await;
+    let model = sample_agent(samples::openai::serve, Duration::from_secs(30)).await;
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let file = dir.path().join("interlingua.toml");

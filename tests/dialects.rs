@@ -11,7 +11,6 @@ use common::money::{paid_config, paid_route, Admin};
 use common::secrets::token;
 use common::wait::{eventually, states};
 use common::{client, sample_agent, status_and_json, Proxy};
-use interlingua::sample;
 use serde_json::{json, Value};
 
 /// How long a sample job takes in these tests.
@@ -27,12 +26,12 @@ struct World {
 }
 
 async fn world() -> World {
-    let mip = sample_agent(sample::mip003::serve, WORK).await;
-    let a2a = sample_agent(sample::a2a::serve, WORK).await;
-    let openai = sample_agent(sample::openai::serve, WORK).await;
-    let lmos = sample_agent(sample::lmos::serve, WORK).await;
-    let mae = sample_agent(sample::mae::serve, WORK).await;
-    let nearai = sample_agent(sample::nearai::serve, WORK).await;
+    let mip = sample_agent(samples::mip003::serve, WORK).await;
+    let a2a = sample_agent(samples::a2a::serve, WORK).await;
+    let openai = sample_agent(samples::openai::serve, WORK).await;
+    let lmos = sample_agent(samples::lmos::serve, WORK).await;
+    let mae = sample_agent(samples::mae::serve, WORK).await;
+    let nearai = sample_agent(samples::nearai::serve, WORK).await;
     let mut rest = String::new();
     for (name, addr) in [
         ("mip", mip),

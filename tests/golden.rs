@@ -43,13 +43,13 @@ use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
 use http::Method;
-use interlingua::dialect::mapping::{Op, Returns};
-use interlingua::dialect::template::render_query;
-use interlingua::dialect::{self, Context, Mapping, Message};
 use interlingua::engine::views::{apply_draft, back_task, front_task, patch_from_back};
 use interlingua::error::ProxyError;
 use interlingua::proxy::respond;
-use interlingua::task::{Operation, Status, StepSource, Task, TaskPatch};
+use mapping::dialect::mapping::{Op, Returns};
+use mapping::dialect::template::render_query;
+use mapping::dialect::{self, Context, Mapping, Message};
+use mapping::task::{Operation, Status, StepSource, Task, TaskPatch};
 use serde_json::{json, Map, Value};
 
 /// A target of the translations: a dialect with what a route and its client set.

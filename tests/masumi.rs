@@ -141,11 +141,9 @@ async fn the_masumi_package_as_a_nevermined_endpoint_through_its_whole_lifecycle
         .expect("masumi asked the payment node for a payment")
         .clone();
     let purchaser = payment["body"]["identifierFromPurchaser"].as_str().unwrap();
-    let ours = interlingua::hashing::mip004::input_hash(
-        purchaser,
-        &json!({"mode": "input", "text": "hello world"}),
-    )
-    .unwrap();
+    let ours =
+        masumi::mip004::input_hash(purchaser, &json!({"mode": "input", "text": "hello world"}))
+            .unwrap();
     assert_eq!(payment["body"]["inputHash"], ours.as_str());
 
     // And a job that fails.

@@ -218,7 +218,7 @@ fn expected_purchase(job: &Value, input: &Value) -> Value {
         "sellerVkey": SELLER_VKEY,
         "agentIdentifier": AGENT_ID,
         "identifierFromPurchaser": PURCHASER,
-        "inputHash": interlingua::hashing::mip004::input_hash(PURCHASER, input).unwrap(),
+        "inputHash": masumi::mip004::input_hash(PURCHASER, input).unwrap(),
         "payByTime": ms("payByTime"),
         "submitResultTime": ms("submitResultTime"),
         "unlockTime": ms("unlockTime"),

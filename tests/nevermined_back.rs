@@ -13,7 +13,6 @@ use common::peers::{peers_python, run_script};
 use common::secrets::token;
 use common::wait::eventually;
 use common::{client, sample_agent, status_and_json, Proxy, DEADLINE};
-use interlingua::sample;
 use serde_json::{json, Value};
 
 const DID: &str = "did:nv:5392e8cdc5addec2b7384072fda166d42a5d4ab96ae6d311f516b6b324f24cec";
@@ -23,7 +22,7 @@ const WORK: Duration = Duration::from_millis(400);
 
 /// The sample Nevermined agent behind `/mip` (a MIP-003 front) and `/a2a` (an A2A front).
 async fn world() -> (Proxy, Admin) {
-    let nvm = sample_agent(sample::nevermined::serve, WORK).await;
+    let nvm = sample_agent(samples::nevermined::serve, WORK).await;
     let vars = format!("vars.nevermined = {{ agent_did = \"{DID}\" }}\nsync_timeout = \"10s\"");
     let rest = format!(
         "[[upstreams]]\nname = \"nvm\"\naddress = \"{nvm}\"\nread_timeout = \"5s\"\n{}{}",

@@ -13,8 +13,8 @@ use std::path::Path;
 use std::sync::LazyLock;
 
 use http::Method;
-use interlingua::dialect::{self, Context, Dialects, Mapping, Message};
-use interlingua::task::{Status, Step, Task};
+use mapping::dialect::{self, Context, Dialects, Mapping, Message};
+use mapping::task::{Status, Step, Task};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 

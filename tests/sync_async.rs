@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use common::wait::eventually;
 use common::{client, config, full, sample_agent, Proxy, Upstream};
-use interlingua::sample;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
@@ -85,7 +84,7 @@ async fn a_synchronous_back_runs_in_the_background_for_a_polling_front() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_synchronous_front_waits_for_an_asynchronous_back() {
-    let addr = sample_agent(sample::mip003::serve, Duration::from_millis(400)).await;
+    let addr = sample_agent(samples::mip003::serve, Duration::from_millis(400)).await;
     let proxy = Proxy::start(&route(
         addr,
         "sync_echo",
@@ -111,7 +110,7 @@ async fn a_synchronous_front_waits_for_an_asynchronous_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_synchronous_front_gets_504_at_its_sync_timeout() {
-    let addr = sample_agent(sample::mip003::serve, Duration::from_secs(30)).await;
+    let addr = sample_agent(samples::mip003::serve, Duration::from_secs(30)).await;
     let proxy = Proxy::start(&route(
         addr,
         "sync_echo",
@@ -141,7 +140,7 @@ async fn a_synchronous_front_gets_504_at_its_sync_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn describe_is_synthesized_from_the_route_and_the_mappings() {
-    let addr = sample_agent(sample::mip003::serve, Duration::from_millis(100)).await;
+    let addr = sample_agent(samples::mip003::serve, Duration::from_millis(100)).await;
     let proxy = Proxy::start(&route(addr, "sync_echo", "mip003", ""));
     let resp = client().get(proxy.url("/describe")).send().await.unwrap();
     assert_eq!(resp.status(), 200);
@@ -150,5 +149,5 @@ async fn describe_is_synthesized_from_the_route_and_the_mappings() {
     assert_eq!(body["title"], "Masumi MIP-003 Agentic Service API");
     assert_eq!(body["operations"], json!(["create_task", "describe"]));
     // The back's own input schema, fetched from the agent.
-    assert_eq!(body["input"], interlingua::sample::mip003::input_schema());
+    assert_eq!(body["input"], samples::mip003::input_schema());
 }

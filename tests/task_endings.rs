@@ -16,10 +16,10 @@ use common::process::{interlingua, serve};
 use common::secrets::{token, ADMIN_TOKEN};
 use common::wait::eventually;
 use common::{client, full, sample_agent, status_and_json, Proxy, Upstream};
-use interlingua::credits::Account;
-use interlingua::sample;
-use interlingua::task::{SqliteStore, Task, TaskQuery, TaskStore};
+use mapping::task::Task;
 use serde_json::{json, Value};
+use store::Account;
+use store::{SqliteStore, TaskQuery, TaskStore};
 
 const DID: &str = "did:nv:0000000000000000000000000000000000000000000000000000000000000003";
 
@@ -31,7 +31,7 @@ fn nested(levels: usize, inner: Value) -> Value {
 /// A MIP-003 agent behind three paid fronts: `/m` MIP-003, `/n` Nevermined, `/a` A2A; each
 /// task holds 1 credit. `work`: how long its jobs take.
 async fn three_fronts(work: Duration) -> (Proxy, Admin) {
-    let agent = sample_agent(sample::mip003::serve, work).await;
+    let agent = sample_agent(samples::mip003::serve, work).await;
     let mut rest = format!("[[upstreams]]\nname = \"mip\"\naddress = \"{agent}\"\n");
     for (name, front) in [("m", "mip003"), ("n", "nevermined"), ("a", "a2a")] {
         rest.push_str(&paid_route(

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use common::wait::eventually;
 use common::{client, config, sample_agent, status_and_json, Proxy, Upstream};
-use interlingua::sample;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
@@ -22,8 +21,8 @@ const WORK: Duration = Duration::from_millis(600);
 /// The sample MIP-003 and Nevermined agents.
 async fn agents() -> (SocketAddr, SocketAddr) {
     (
-        sample_agent(sample::mip003::serve, WORK).await,
-        sample_agent(sample::nevermined::serve, WORK).await,
+        sample_agent(samples::mip003::serve, WORK).await,
+        sample_agent(samples::nevermined::serve, WORK).await,
     )
 }
 
@@ -300,7 +299,7 @@ async fn a_nevermined_agent_as_a_mip003_service_asks_for_input_and_completes() {
     let job_id = started["id"].as_str().unwrap().to_string();
     assert_eq!(started["job_id"], job_id.as_str());
     assert_eq!(started["identifierFromPurchaser"], "aabbccddeeff0011");
-    let hash = interlingua::hashing::mip004::input_hash("aabbccddeeff0011", &input).unwrap();
+    let hash = masumi::mip004::input_hash("aabbccddeeff0011", &input).unwrap();
     assert_eq!(started["input_hash"], hash.as_str());
     assert_eq!(started["inputHash"], hash.as_str());
     assert!(started["payByTime"].as_i64().unwrap() > chrono::Utc::now().timestamp_millis());
@@ -332,7 +331,7 @@ async fn a_nevermined_agent_as_a_mip003_service_asks_for_input_and_completes() {
         )
         .await;
     assert_eq!(status, 200, "{provided}");
-    let more_hash = interlingua::hashing::mip004::input_hash("aabbccddeeff0011", &more).unwrap();
+    let more_hash = masumi::mip004::input_hash("aabbccddeeff0011", &more).unwrap();
     assert_eq!(provided, json!({"input_hash": more_hash, "signature": ""}));
 
     let done = s

@@ -12,7 +12,6 @@ use common::money::{paid_config, paid_route, Admin};
 use common::secrets::token;
 use common::wait::eventually;
 use common::{client, config, full, sample_agent, status_and_json, Proxy, Upstream};
-use interlingua::sample;
 use serde_json::{json, Value};
 
 /// A JSON-RPC 1.0 call to interlingua's A2A front at `url`.
@@ -47,7 +46,7 @@ async fn a2a_state(http: &reqwest::Client, url: &str, auth: &str, id: &str) -> (
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_left_waiting_for_input_past_input_timeout_is_cancelled_and_its_hold_released() {
-    let agent = sample_agent(sample::mip003::serve, Duration::from_millis(100)).await;
+    let agent = sample_agent(samples::mip003::serve, Duration::from_millis(100)).await;
     let proxy = Proxy::start(&paid_config(&format!(
         "[[upstreams]]\nname = \"mip\"\naddress = \"{agent}\"\n{}",
         paid_route(
@@ -132,7 +131,7 @@ async fn a_task_left_waiting_for_input_past_input_timeout_is_cancelled_and_its_h
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocking_a2a_send_past_sync_timeout_answers_the_working_task_which_goes_on() {
-    let agent = sample_agent(sample::mip003::serve, Duration::from_secs(3)).await;
+    let agent = sample_agent(samples::mip003::serve, Duration::from_secs(3)).await;
     let proxy = Proxy::start(&paid_config(&format!(
         "[[upstreams]]\nname = \"mip\"\naddress = \"{agent}\"\n{}",
         paid_route(
@@ -185,7 +184,7 @@ async fn a_blocking_a2a_send_past_sync_timeout_answers_the_working_task_which_go
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_client_past_sync_timeout_gets_504_naming_the_task_which_goes_on() {
-    let agent = sample_agent(sample::mip003::serve, Duration::from_secs(3)).await;
+    let agent = sample_agent(samples::mip003::serve, Duration::from_secs(3)).await;
     let proxy = Proxy::start(&paid_config(&format!(
         "[[upstreams]]\nname = \"mip\"\naddress = \"{agent}\"\n{}",
         paid_route(

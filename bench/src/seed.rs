@@ -13,8 +13,9 @@ use std::path::Path;
 use std::time::Instant;
 
 use chrono::{Duration as Age, Utc};
-use interlingua::task::{Input, Output, SqliteStore, Status, Step, Task, TaskStore};
+use mapping::task::{Input, Output, Status, Step, Task};
 use rusqlite::Connection;
+use store::{SqliteStore, TaskStore};
 
 /// Digits of a seeded id's number.
 pub const WIDTH: usize = 7;

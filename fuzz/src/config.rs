@@ -14,7 +14,7 @@ pub fn run(data: &[u8]) {
     if let Err(problems) = interlingua::config::parse(text, "fuzz.toml") {
         let _ = problems.to_string();
     }
-    if let Err(problems) = interlingua::dialect::compile::parse(text, "fuzz.toml") {
+    if let Err(problems) = mapping::dialect::compile::parse(text, "fuzz.toml") {
         let _ = problems.to_string();
     }
 }

@@ -16,9 +16,9 @@ use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use http::Method;
-use interlingua::dialect::mapping::Rules;
-use interlingua::dialect::template::{render_query, PathTemplate};
-use interlingua::dialect::{compile, decode, encode, holds, Context, Mapping, Message, BUILT_IN};
+use mapping::dialect::mapping::Rules;
+use mapping::dialect::template::{render_query, PathTemplate};
+use mapping::dialect::{compile, decode, encode, holds, Context, Mapping, Message, BUILT_IN};
 use serde_json::Value;
 
 /// The built-in mappings, compiled once.

@@ -16,10 +16,10 @@ use pingora::protocols::http::ServerSession;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::credits::Account;
-use crate::dialect::template::parse_query;
 use crate::state::State;
-use crate::task::StoreError;
+use mapping::dialect::template::parse_query;
+use store::Account;
+use store::StoreError;
 
 /// The largest admin request body.
 const MAX_BODY: usize = 64 * 1024;
@@ -259,7 +259,7 @@ async fn read_json<T: serde::de::DeserializeOwned>(
     })
 }
 
-fn balance_response(b: &crate::credits::Balance) -> Response<Vec<u8>> {
+fn balance_response(b: &store::Balance) -> Response<Vec<u8>> {
     let mut v: Value = serde_json::to_value(b).unwrap_or_default();
     v["available"] = json!(b.available());
     json_response(StatusCode::OK, &v)

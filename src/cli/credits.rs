@@ -7,9 +7,10 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use super::{report_problems, ConfigArg};
-use crate::credits::{verify, Account};
+use crate::credits::verify;
 use crate::setup::Setup;
-use crate::task::{SqliteStore, TaskStore};
+use store::Account;
+use store::{SqliteStore, TaskStore};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum CreditsCommand {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::serve::start;
 use super::{report_problems, ConfigArg};
-use crate::credits::Account;
-use crate::sample::{self, Options};
+use samples::Options;
+use store::Account;
 
 /// The upstreams of the default config that the sample agents play.
 const ECHO: &str = "echo-agent";
@@ -75,9 +75,9 @@ pub fn run(arg: &ConfigArg) -> ExitCode {
         }
     };
     let options = Options::default();
-    rt.spawn(sample::echo::serve(l1));
-    rt.spawn(sample::mip003::serve(l2, options));
-    rt.spawn(sample::nevermined::serve(l3, options));
+    rt.spawn(samples::echo::serve(l1));
+    rt.spawn(samples::mip003::serve(l2, options));
+    rt.spawn(samples::nevermined::serve(l3, options));
 
     // Top the demo account up to a few credits, so that a run shows tasks being paid for and,
     // after a few, a 402.

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::dialect::{self, Mapping};
-use crate::task::Operation;
+use mapping::dialect::{self, Mapping};
+use mapping::task::Operation;
 
 #[derive(Debug, clap::Args)]
 pub struct DialectsArgs {

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 
 use serde_json::{json, Value};
 
-use crate::dialect::template::render_query;
-use crate::dialect::{self, Context, Message};
-use crate::task::Operation;
+use mapping::dialect::template::render_query;
+use mapping::dialect::{self, Context, Message};
+use mapping::task::Operation;
 
 #[derive(Debug, clap::Args)]
 pub struct TranslateArgs {

@@ -10,9 +10,9 @@ use toml::Spanned;
 
 use super::file::{self, AuthSection, KeyEntry};
 use super::model::*;
-use super::problem::Collector;
-use super::units::parse_size;
 use super::validate::duration;
+use mapping::problem::Collector;
+use mapping::units::parse_size;
 
 const DEFAULT_LEEWAY: Duration = Duration::from_secs(30);
 const DEFAULT_MAX_TOKEN: usize = 8 * 1024;
@@ -442,7 +442,7 @@ pub fn price(r: &file::RouteEntry, path: &str, p: &mut Collector<'_>) -> Option<
     let mut price = price;
     if let Some(ops) = &pr.operations {
         for (name, fee) in ops.get_ref() {
-            match crate::task::Operation::from_name(name) {
+            match mapping::task::Operation::from_name(name) {
                 Some(op) => {
                     price.operations.insert(op, *fee);
                 }

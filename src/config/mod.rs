@@ -6,20 +6,17 @@ mod access;
 mod file;
 mod model;
 mod payment;
-mod problem;
 mod sections;
-mod units;
 mod validate;
 
 use std::path::Path;
 
 pub use access::parse_quota;
+pub use mapping::problem::{Location, Problem, Problems};
+pub use mapping::units::{parse_duration, parse_size};
 pub use model::*;
-pub use problem::{Location, Problem, Problems};
-pub use units::{parse_duration, parse_size};
 
-pub(crate) use problem::Collector;
-pub(crate) use sections::one;
+pub(crate) use mapping::problem::Collector;
 
 /// The default configuration, compiled into the binary so that `interlingua serve` runs even
 /// without a `config/` directory at hand.

@@ -220,7 +220,7 @@ pub struct Price {
     pub failed: u64,
     /// A fee per successful call of an operation on a task (`provide_input = 1`), charged once per
     /// request id.
-    pub operations: BTreeMap<crate::task::Operation, u64>,
+    pub operations: BTreeMap<mapping::task::Operation, u64>,
 }
 
 /// Where a step's cost comes from.
@@ -330,7 +330,7 @@ pub struct Translation {
     /// the store (many clients polling one task cause one call to the agent).
     pub min_refresh: Duration,
     /// The deepest a request body may nest, arrays and objects counted (1 to
-    /// [`MAX_JSON_DEPTH`](crate::task::depth::MAX_JSON_DEPTH)): deeper is refused (400) before
+    /// [`MAX_JSON_DEPTH`](mapping::depth::MAX_JSON_DEPTH)): deeper is refused (400) before
     /// anything is held or stored.
     pub max_json_depth: usize,
 }

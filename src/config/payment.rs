@@ -6,8 +6,8 @@ use std::time::Duration;
 use super::access::from_env;
 use super::file::{self, MasumiEntry};
 use super::model::{MasumiNetwork, MasumiService, PaymentService};
-use super::problem::Collector;
 use super::validate::duration;
+use mapping::problem::Collector;
 
 /// The Masumi node writes `FundsOrDatumInvalid` this long after a `payByTime` that passed
 /// without a lock (PAYMENTS.md §2.7); a purchase still unlocked by then never will be.

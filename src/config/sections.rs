@@ -4,13 +4,13 @@
 use std::collections::HashSet;
 
 use serde::de::DeserializeOwned;
-use toml::de::{DeTable, DeValue, ValueDeserializer};
+use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use super::file::{
     AdminSection, AuthSection, ListenerEntry, LogSection, RouteEntry, ServerSection, UpstreamEntry,
 };
-use super::problem::Collector;
+use mapping::problem::{one, Collector};
 
 /// The sections of a config file that deserialized; entries that did not are reported and left out.
 #[derive(Default)]
@@ -78,20 +78,6 @@ pub fn read(root: DeTable<'_>, problems: &mut Collector<'_>) -> RawConfig {
         }
     }
     raw
-}
-
-pub(crate) fn one<T: DeserializeOwned>(
-    value: &Spanned<DeValue<'_>>,
-    path: &str,
-    problems: &mut Collector<'_>,
-) -> Option<T> {
-    match T::deserialize(ValueDeserializer::from(value.clone())) {
-        Ok(v) => Some(v),
-        Err(e) => {
-            problems.toml(path, &e);
-            None
-        }
-    }
 }
 
 pub(crate) fn many<T: DeserializeOwned>(

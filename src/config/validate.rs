@@ -13,11 +13,11 @@ use super::access;
 use super::file::{self, LogFormatName};
 use super::model::*;
 use super::payment;
-use super::problem::Collector;
 use super::sections::RawConfig;
-use super::units::{parse_duration, parse_size};
-use crate::task::depth;
-use crate::validation::attachment01;
+use mapping::depth;
+use mapping::problem::Collector;
+use mapping::units::{parse_duration, parse_size};
+use masumi::attachment01;
 
 pub const DEFAULT_ADMIN_ADDRESS: &str = "127.0.0.1:9901";
 const DEFAULT_DATA_DIR: &str = "./data";

@@ -12,102 +12,12 @@
 //! available = granted − captured − held, and every number is recomputable from the rows
 //! ([`verify`] checks that, and that no hold outlives its task).
 
-use serde::Serialize;
+use store::Capture;
 
 pub mod verify;
 
 use crate::config::{Price, PriceFrom};
-use crate::task::{Status, Step, StepSource};
-
-/// Whose credits: a plan and a subject.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
-pub struct Account {
-    pub plan: String,
-    pub subject: String,
-}
-
-impl Account {
-    pub fn new(plan: &str, subject: &str) -> Account {
-        Account {
-            plan: plan.to_string(),
-            subject: subject.to_string(),
-        }
-    }
-}
-
-/// An account's standing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Balance {
-    pub plan: String,
-    pub subject: String,
-    /// Granted, net of revocations.
-    pub granted: i64,
-    /// Charged for completed steps.
-    pub captured: i64,
-    /// Reserved by tasks still running.
-    pub held: i64,
-}
-
-impl Balance {
-    /// What new tasks may still hold.
-    pub fn available(&self) -> i64 {
-        self.granted - self.captured - self.held
-    }
-}
-
-/// One movement of credits.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LedgerRow {
-    pub seq: i64,
-    pub at: String,
-    pub plan: String,
-    pub subject: String,
-    /// `grant`, `revoke`, `hold`, `capture` or `release`.
-    pub kind: String,
-    pub amount: i64,
-    /// For a capture: how much of it came out of the task's hold.
-    pub from_hold: i64,
-    pub task_id: Option<String>,
-    pub step_id: Option<String>,
-    pub note: Option<String>,
-}
-
-/// Credits to reserve for a new task.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hold {
-    pub plan: String,
-    pub subject: String,
-    pub amount: u64,
-}
-
-/// One step to charge.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Capture {
-    pub step_id: String,
-    pub amount: u64,
-}
-
-/// What a task update settles.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Settlement {
-    pub captures: Vec<Capture>,
-    /// The task has ended: release what is left of its hold.
-    pub release: bool,
-}
-
-impl Settlement {
-    pub fn is_empty(&self) -> bool {
-        self.captures.is_empty() && !self.release
-    }
-}
-
-/// What a settlement moved.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Settled {
-    /// Credits charged now (0 for steps already charged before).
-    pub captured: u64,
-    pub released: u64,
-}
+use mapping::task::{Status, Step, StepSource};
 
 /// The cost of a step that just finished, under the route's price.
 pub fn step_cost(price: &Price, step: &Step) -> u64 {

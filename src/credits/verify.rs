@@ -20,42 +20,13 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::Balance;
 use crate::config::Config;
-use crate::task::{Status, StoreError, Task, TaskStore};
+use mapping::task::Status;
+use store::{Balance, OpenHold, Unstarted};
+use store::{StoreError, TaskStore};
 
 /// What a deadline is given before the check holds it against a task: a minute.
 pub const GRACE: Duration = Duration::from_secs(60);
-
-/// What the store holds that the check judges (see [`TaskStore::audit`]).
-#[derive(Debug, Clone, Default)]
-pub struct Audit {
-    /// Accounts whose balance differs from their rows: the balance, and what the rows say.
-    pub drifts: Vec<(Balance, Balance)>,
-    pub open_holds: Vec<OpenHold>,
-    /// Tasks that have not ended and have no upstream id.
-    pub unstarted: Vec<Unstarted>,
-}
-
-/// A hold not yet released, and its task as stored.
-#[derive(Debug, Clone)]
-pub struct OpenHold {
-    pub task_id: String,
-    pub plan: String,
-    pub subject: String,
-    pub remaining: i64,
-    /// `None`: no such task; `Some(Err)`: its document cannot be read.
-    pub task: Option<Result<Task, String>>,
-}
-
-/// A task that has not ended and has no upstream id.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Unstarted {
-    pub task_id: String,
-    pub route: String,
-    pub status: Status,
-    pub created_at: DateTime<Utc>,
-}
 
 /// What one route allows, for the check.
 #[derive(Debug, Clone, Copy)]
@@ -227,8 +198,9 @@ fn past(since: DateTime<Utc>, deadline: Duration, now: DateTime<Utc>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::credits::{Account, Hold};
-    use crate::task::SqliteStore;
+    use mapping::task::Task;
+    use store::SqliteStore;
+    use store::{Account, Hold};
 
     fn rules() -> HashMap<String, RouteRule> {
         let rule = RouteRule {

@@ -20,8 +20,8 @@ use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
 use super::{parse_answer, request_header, Cx, Engine, Translated};
-use crate::dialect::expr::walk;
-use crate::dialect::{self, Doc, Message};
+use mapping::dialect::expr::walk;
+use mapping::dialect::{self, Doc, Message};
 
 /// What was discovered per route, with when and for how long.
 #[derive(Default)]
@@ -77,7 +77,7 @@ impl Engine {
     async fn discover_once(
         &self,
         t: &Translated,
-        call: &crate::dialect::mapping::Call,
+        call: &mapping::dialect::mapping::Call,
         cx: &mut Cx<'_>,
     ) -> Option<Value> {
         let ctx = t.back_ctx();
@@ -148,7 +148,7 @@ pub(super) fn join(prefix: &str, target_query: &str, path: &str, msg: &Message) 
         query.push(target_query.to_string());
     }
     if !msg.query.is_empty() {
-        query.push(crate::dialect::template::render_query(&msg.query));
+        query.push(mapping::dialect::template::render_query(&msg.query));
     }
     if !query.is_empty() {
         out.push('?');
@@ -227,8 +227,8 @@ mod tests {
         assert_eq!(view.to_value()["discovered"]["url"], "/rpc");
     }
 
-    fn mapping(text: &str) -> crate::dialect::Mapping {
-        crate::dialect::compile::parse(text, "test").unwrap_or_else(|p| panic!("{p}"))
+    fn mapping(text: &str) -> mapping::dialect::Mapping {
+        mapping::dialect::compile::parse(text, "test").unwrap_or_else(|p| panic!("{p}"))
     }
 
     #[test]
@@ -258,7 +258,7 @@ request = [ { param = "id", field = "task.id" }, { header = "X-Via", value = "di
         assert_eq!(d.call.method, http::Method::GET);
         assert_eq!(d.call.path.as_str(), "/.well-known/agent-card.json");
         let vars = m.vars.clone();
-        let ctx = crate::dialect::Context {
+        let ctx = mapping::dialect::Context {
             mapping: &m,
             vars: &vars,
         };
@@ -278,7 +278,7 @@ request = [ { param = "id", field = "task.id" }, { header = "X-Via", value = "di
             doc: &task,
             discovered: &found,
         };
-        let op = m.forms(crate::task::Operation::GetTask).next().unwrap();
+        let op = m.forms(mapping::task::Operation::GetTask).next().unwrap();
         assert!(dialect::holds(op.when.as_ref().unwrap(), &view, &ctx));
         let msg = dialect::encode(&op.request, &view, &ctx).unwrap();
         assert_eq!(msg.header("X-Via"), Some("found"));
@@ -297,16 +297,18 @@ request = [ { param = "id", field = "task.id" }, { header = "X-Via", value = "di
 
     #[test]
     fn a_bad_ttl_is_reported() {
-        let e =
-            crate::dialect::compile::parse("dialect = \"d\"\n[discover]\nttl = \"soon\"\n", "test")
-                .unwrap_err();
+        let e = mapping::dialect::compile::parse(
+            "dialect = \"d\"\n[discover]\nttl = \"soon\"\n",
+            "test",
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("discover.ttl"), "{e}");
     }
 
     /// What the `a2a` mapping picks from a card (`vars.version` as given).
     fn a2a_choice(card: Value, version: &str) -> Value {
         let m = mapping(
-            crate::dialect::BUILT_IN
+            mapping::dialect::BUILT_IN
                 .iter()
                 .find(|(n, _)| *n == "a2a")
                 .map(|(_, t)| *t)
@@ -314,7 +316,7 @@ request = [ { param = "id", field = "task.id" }, { header = "X-Via", value = "di
         );
         let mut vars = m.vars.clone();
         vars.insert("version".to_string(), Value::from(version));
-        let ctx = crate::dialect::Context {
+        let ctx = mapping::dialect::Context {
             mapping: &m,
             vars: &vars,
         };

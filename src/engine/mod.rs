@@ -35,14 +35,15 @@ use serde_json::{Map, Value};
 
 use crate::auth::Identity;
 use crate::config::{Access, Price, Route, Translation};
-use crate::dialect::mapping::{Op, Rules};
-use crate::dialect::template::{parse_query, render_query};
-use crate::dialect::{self, CodecError, Context, Doc, Mapping, Message};
 use crate::error::ProxyError;
 use crate::metrics::Metrics;
 use crate::proxy::upstream::UpstreamState;
-use crate::task::{Operation, TaskStore};
 use client::Client;
+use mapping::dialect::mapping::{Op, Rules};
+use mapping::dialect::template::{parse_query, render_query};
+use mapping::dialect::{self, CodecError, Context, Doc, Mapping, Message};
+use mapping::task::Operation;
+use store::TaskStore;
 
 /// A translated route, ready to run.
 pub struct Translated {
@@ -99,7 +100,7 @@ impl Translated {
     pub fn sync_back(&self) -> bool {
         self.back
             .op(Operation::CreateTask)
-            .is_some_and(|o| o.returns == crate::dialect::mapping::Returns::Result)
+            .is_some_and(|o| o.returns == mapping::dialect::mapping::Returns::Result)
     }
 
     fn front_ctx(&self) -> Context<'_> {
@@ -215,7 +216,7 @@ impl Engine {
         } else {
             // Measured before it is parsed: the answer names the depth and the limit, also for
             // a body deeper than the parser would read at all.
-            let depth = crate::task::depth::nesting(&req.body);
+            let depth = mapping::depth::nesting(&req.body);
             if depth > t.settings.max_json_depth {
                 return Err(ProxyError::NotJson(format!(
                     "the body nests {depth} levels deep; this route takes at most {} (max_json_depth)",
@@ -301,7 +302,7 @@ impl Engine {
             if let Some(fee) = price.operations.get(&fop.op).copied().filter(|f| *f > 0) {
                 // A fee per call, once per request id: a client retrying with the same
                 // X-Request-Id is not charged twice.
-                let capture = crate::credits::Capture {
+                let capture = store::Capture {
                     step_id: format!("{}:{}", fop.op.name(), cx.request_id),
                     amount: fee,
                 };
@@ -603,8 +604,8 @@ impl Engine {
 #[derive(Clone, Copy)]
 struct Call<'a> {
     method: &'a Method,
-    path: &'a crate::dialect::template::PathTemplate,
-    target: Option<&'a crate::dialect::expr::Expr>,
+    path: &'a mapping::dialect::template::PathTemplate,
+    target: Option<&'a mapping::dialect::expr::Expr>,
     request: &'a Rules,
     response: &'a Rules,
 }

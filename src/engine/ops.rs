@@ -10,11 +10,13 @@ use super::views::{self, at, back_task, doc, front_task, patch_from_back, text_a
 use super::{Cx, Engine, Spent, Translated};
 use crate::auth::Identity;
 use crate::config::Validation;
-use crate::credits::{self, Hold, Settlement};
-use crate::dialect::mapping::{Op, Returns};
+use crate::credits;
 use crate::error::ProxyError;
-use crate::task::{Operation, Status, StepSource, StoreError, Stored, TaskPatch, TaskQuery};
-use crate::validation::attachment01::{Mode, Schema};
+use mapping::dialect::mapping::{Op, Returns};
+use mapping::task::{Operation, Status, StepSource, TaskPatch};
+use masumi::attachment01::{Mode, Schema};
+use store::{Hold, Settlement};
+use store::{StoreError, Stored, TaskQuery};
 
 /// How many times an update that lost a race is redone on the newer version.
 const UPDATE_ATTEMPTS: usize = 5;
@@ -46,7 +48,7 @@ impl Engine {
             self.validate(t, value, cx).await?;
         }
         let now = Utc::now();
-        let mut task = crate::task::Task::new(&t.route, now);
+        let mut task = mapping::task::Task::new(&t.route, now);
         views::apply_draft(&mut task, &request);
         task.turn = 1;
         // A task the client put in no conversation is a conversation of its own.
@@ -319,7 +321,7 @@ impl Engine {
         patch.upstream_id = None;
         patch.next_turn = true;
         if let Some(i) = waiting {
-            let given = crate::task::Input {
+            let given = mapping::task::Input {
                 text: text_at(&input, "text"),
                 params: at(&input, "params").cloned(),
                 artifacts: None,
@@ -787,7 +789,7 @@ impl Engine {
     pub(super) async fn charge(
         &self,
         task_id: &str,
-        capture: &credits::Capture,
+        capture: &store::Capture,
         cx: &mut Cx<'_>,
     ) -> Result<(), ProxyError> {
         let settled = self
@@ -805,7 +807,7 @@ impl Engine {
     fn settlement(
         &self,
         t: &Translated,
-        task: &mut crate::task::Task,
+        task: &mut mapping::task::Task,
         finished: &[String],
     ) -> Settlement {
         let Some(price) = &t.price else {

@@ -6,10 +6,11 @@ use chrono::Utc;
 
 use super::views::BackDoc;
 use super::{Cx, Engine, Translated};
-use crate::dialect;
 use crate::error::ProxyError;
 use crate::payment::{Payer, Purchase, PurchaseState};
-use crate::task::{Operation, Status, Stored, TaskPatch};
+use mapping::dialect;
+use mapping::task::{Operation, Status, TaskPatch};
+use store::Stored;
 
 /// Why a task waits while its purchase is not locked (the reason MIP-003's `awaiting_payment`
 /// reads as, so that every front shows it alike).

@@ -7,7 +7,8 @@ use super::ops::{cx_subject, paging, store_error};
 use super::views::{at, front_task, text_at};
 use super::{Cx, Engine, Translated};
 use crate::error::ProxyError;
-use crate::task::{Status, Task, TaskQuery};
+use mapping::task::{Status, Task};
+use store::TaskQuery;
 
 /// How many of the caller's tasks a search without a task or step reads, newest first: a step
 /// search is a look at recent work, not an export (pages then cut the steps found).

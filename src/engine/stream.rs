@@ -17,9 +17,10 @@ use tokio::sync::mpsc;
 use super::views::front_task;
 use super::{Cx, Engine, Spent, Translated};
 use crate::auth::Identity;
-use crate::dialect::mapping::{Stream, Until};
-use crate::dialect::{self, mapping::Op};
-use crate::task::{Status, Stored};
+use mapping::dialect::mapping::{Stream, Until};
+use mapping::dialect::{self, mapping::Op};
+use mapping::task::Status;
+use store::Stored;
 
 /// How many events may wait for a slow client before the stream pauses.
 const BACKLOG: usize = 16;

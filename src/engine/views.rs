@@ -9,11 +9,11 @@ use std::sync::OnceLock;
 
 use serde_json::{json, Map, Value};
 
-use super::super::dialect::expr::walk;
-use crate::dialect::{canonical, Doc};
 use crate::error::ProxyError;
-use crate::task::time::serialize_rfc3339;
-use crate::task::{Input, Task, TaskPatch};
+use mapping::dialect::expr::walk;
+use mapping::dialect::{canonical, Doc};
+use mapping::task::time::serialize_rfc3339;
+use mapping::task::{Input, Task, TaskPatch};
 
 /// The document a front mapping sees for a task.
 pub fn front_task(task: &Task) -> Value {
@@ -252,7 +252,7 @@ mod tests {
     use chrono::{TimeZone, Utc};
 
     use super::*;
-    use crate::task::{Output, Status, Step};
+    use mapping::task::{Output, Status, Step};
 
     /// Every field set, so that each one's JSON is compared (a field added to `Task` must be
     /// added here, and then to `canonical::TASK` and `task_field`, or this test fails).

@@ -12,7 +12,8 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 
 use super::{Cx, Engine, Spent, Translated};
-use crate::task::{Operation, Status, Unfinished};
+use mapping::task::{Operation, Status};
+use store::Unfinished;
 
 /// How many tasks are refreshed at the same time.
 const CONCURRENCY: usize = 16;
@@ -221,7 +222,7 @@ impl Watcher {
 
 /// How long a task that waits on its client (input, or a payment) may still wait; `None` for a
 /// task that does not.
-fn expires_in(t: &Translated, task: &crate::task::Task) -> Option<Duration> {
+fn expires_in(t: &Translated, task: &mapping::task::Task) -> Option<Duration> {
     if !task.waits_on_client() {
         return None;
     }

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use super::{call_record, Purchase, PurchaseState};
 use crate::config::MasumiService;
 use crate::engine::client::{Client, Url};
-use crate::task::Task;
+use mapping::task::Task;
 
 /// How long one call to the payment service may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);

@@ -14,8 +14,8 @@ use serde_json::Value;
 
 use crate::config::PaymentService;
 use crate::engine::client::Client;
-use crate::task::Task;
-pub use crate::task::{Purchase, PurchaseState};
+use mapping::task::Task;
+pub use store::{Purchase, PurchaseState};
 
 /// One payment service, ready to call.
 pub struct Payer<'a> {
@@ -105,7 +105,7 @@ pub(crate) fn call_record(
     error: Option<&str>,
 ) -> Value {
     let mut v =
-        serde_json::json!({ "call": what, "at": crate::task::time::format_rfc3339_offset(at) });
+        serde_json::json!({ "call": what, "at": mapping::task::time::format_rfc3339_offset(at) });
     if let Some(s) = status {
         v["status"] = s.into();
     }

@@ -13,9 +13,9 @@ use pingora::proxy::{FailToProxy, Session};
 use super::ctx::RequestCtx;
 use super::request_id;
 use crate::auth::challenge;
-use crate::dialect::{self, Context, Mapping};
 use crate::engine::views::error_doc;
 use crate::error::ProxyError;
+use mapping::dialect::{self, Context, Mapping};
 
 /// Answers the client with `err`, or does nothing when `err` is `None` (the client is gone) or
 /// the response has already started (the connection is then cut).

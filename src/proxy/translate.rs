@@ -139,7 +139,7 @@ pub fn is_discovery(t: &Translated, session: &Session, prefix: &str) -> bool {
     }
     let path = relative(req.uri.path(), prefix);
     t.front
-        .match_front(&req.method, &path, &crate::dialect::Message::default())
+        .match_front(&req.method, &path, &mapping::dialect::Message::default())
         .is_some_and(|(op, _)| op.public)
 }
 

@@ -36,8 +36,8 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-use interlingua::sample::Options;
 use interlingua::server::{Server, ShutdownHandle, ShutdownReport};
+use samples::Options;
 use tokio::net::TcpListener;
 use wait::wait_until;
 
@@ -259,7 +259,7 @@ pub fn full(body: impl Into<Bytes>) -> Body {
 }
 
 /// Starts one of interlingua's sample agents on 127.0.0.1:0, `serve` being its `serve` function
-/// (`sample::mip003::serve`, ...) and each of its tasks taking `work`; its address.
+/// (`samples::mip003::serve`, ...) and each of its tasks taking `work`; its address.
 pub async fn sample_agent<F, Fut>(serve: F, work: Duration) -> SocketAddr
 where
     F: FnOnce(TcpListener, Options) -> Fut,

@@ -1,0 +1,197 @@
+//! A sample MIP-003 agent (the endpoints of the masumi reference server).
+//!
+//! Timeline of a job taking `work`: `awaiting_payment` for the first quarter, `running`, then
+//! `completed` (the result is the input `text` upper-cased) or `failed` (mode `fail`: `input_data.mode`,
+//! or `mode:fail` / `mode:input` in the text when there is no `mode`). With mode
+//! `input` the job stops halfway in `awaiting_input`, asking for a field `more`, and finishes half
+//! a `work` after the input arrives, with `more` appended to the result.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use hyper::{Method, StatusCode};
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+
+use super::{Call, Mode, Options};
+use masumi::mip004;
+
+struct Job {
+    purchaser: String,
+    text: String,
+    mode: Mode,
+    started: Instant,
+    /// When the input arrived, and what it was.
+    input: Option<(Instant, String)>,
+}
+
+enum Phase {
+    AwaitingPayment,
+    Running,
+    AwaitingInput,
+    Completed(String),
+    Failed,
+}
+
+impl Job {
+    fn phase(&self, o: &Options, now: Instant) -> Phase {
+        let t = now.duration_since(self.started);
+        if t < o.work / 4 {
+            return Phase::AwaitingPayment;
+        }
+        match (self.mode, &self.input) {
+            (Mode::Input, None) if t >= o.work / 2 => Phase::AwaitingInput,
+            (Mode::Input, Some((at, more))) if now.duration_since(*at) >= o.work / 2 => {
+                Phase::Completed(format!("{} {more}", self.text.to_uppercase()))
+            }
+            (Mode::Input, _) => Phase::Running,
+            (Mode::Fail, _) if t >= o.work => Phase::Failed,
+            (Mode::Ok, _) if t >= o.work => Phase::Completed(self.text.to_uppercase()),
+            _ => Phase::Running,
+        }
+    }
+}
+
+/// The schema of start_job's input_data.
+pub fn input_schema() -> Value {
+    json!({"input_data": [
+        {"id": "text", "type": "text", "name": "Text", "validations": [{"validation": "min", "value": "1"}]},
+        {"id": "mode", "type": "option", "name": "Mode", "data": {"values": ["ok", "input", "fail"]},
+         "validations": [{"validation": "optional", "value": "true"}]}
+    ]})
+}
+
+fn more_schema() -> Value {
+    json!({"input_data": [{"id": "more", "type": "text", "name": "More details"}]})
+}
+
+fn detail(status: StatusCode, message: &str) -> (StatusCode, Value) {
+    (status, json!({"detail": message}))
+}
+
+/// Serves the agent on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, options: Options) {
+    let jobs: Arc<Mutex<HashMap<String, Job>>> = Arc::default();
+    super::serve(listener, move |call| {
+        let jobs = jobs.clone();
+        async move { handle(&jobs, &options, call) }
+    })
+    .await;
+}
+
+fn handle(jobs: &Mutex<HashMap<String, Job>>, o: &Options, call: Call) -> (StatusCode, Value) {
+    let body = match &call.body {
+        Some(Ok(v)) => v.clone(),
+        Some(Err(e)) => return detail(StatusCode::BAD_REQUEST, &format!("invalid JSON: {e}")),
+        None => Value::Null,
+    };
+    match (&call.method, call.path.as_str()) {
+        (&Method::POST, "/start_job") => {
+            let Some(purchaser) = body
+                .get("identifier_from_purchaser")
+                .and_then(Value::as_str)
+            else {
+                return detail(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "identifier_from_purchaser is required",
+                );
+            };
+            let input = body.get("input_data").cloned().unwrap_or(json!({}));
+            let Some(text) = input
+                .get("text")
+                .and_then(Value::as_str)
+                .filter(|t| !t.trim().is_empty())
+            else {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    json!({"detail": {"message": "Validation failed: Required field 'text' is missing",
+                                      "field_errors": {"text": ["Required field 'text' is missing"]}}}),
+                );
+            };
+            let id = uuid::Uuid::new_v4().to_string();
+            let hash = mip004::input_hash(purchaser, &input).unwrap_or_default();
+            jobs.lock().insert(
+                id.clone(),
+                Job {
+                    purchaser: purchaser.to_string(),
+                    text: text.to_string(),
+                    mode: Mode::from_value_or_text(input.get("mode"), text),
+                    started: Instant::now(),
+                    input: None,
+                },
+            );
+            let now_ms = chrono::Utc::now().timestamp_millis();
+            (
+                StatusCode::OK,
+                json!({
+                    "id": id, "blockchainIdentifier": format!("sample_{}", &id[..8]),
+                    "payByTime": now_ms + 43_200_000, "submitResultTime": now_ms + 86_400_000,
+                    "unlockTime": now_ms + 108_000_000, "externalDisputeUnlockTime": now_ms + 129_600_000,
+                    "agentIdentifier": "sample-mip003-agent", "sellerVKey": "sample_vkey",
+                    "identifierFromPurchaser": purchaser, "input_hash": hash,
+                }),
+            )
+        }
+        (&Method::GET, "/status") => {
+            let Some(job_id) = call.query("job_id") else {
+                return detail(StatusCode::UNPROCESSABLE_ENTITY, "job_id is required");
+            };
+            let jobs = jobs.lock();
+            let Some(job) = jobs.get(job_id) else {
+                return detail(StatusCode::NOT_FOUND, "Job not found");
+            };
+            let status_id = uuid::Uuid::new_v4().to_string();
+            let (status, schema, result) = match job.phase(o, Instant::now()) {
+                Phase::AwaitingPayment => ("awaiting_payment", Value::Null, Value::Null),
+                Phase::Running => ("running", Value::Null, Value::Null),
+                Phase::AwaitingInput => ("awaiting_input", more_schema(), Value::Null),
+                Phase::Completed(r) => ("completed", Value::Null, Value::String(r)),
+                Phase::Failed => ("failed", Value::Null, Value::Null),
+            };
+            (
+                StatusCode::OK,
+                json!({"id": status_id, "job_id": job_id, "status": status, "input_schema": schema, "result": result}),
+            )
+        }
+        (&Method::POST, "/provide_input") => {
+            let job_id = body
+                .get("job_id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let mut jobs = jobs.lock();
+            let Some(job) = jobs.get_mut(&job_id) else {
+                return detail(StatusCode::NOT_FOUND, &format!("Job {job_id} not found"));
+            };
+            if !matches!(job.phase(o, Instant::now()), Phase::AwaitingInput) {
+                return detail(
+                    StatusCode::BAD_REQUEST,
+                    &format!("Job {job_id} is not awaiting input"),
+                );
+            }
+            let data = body.get("input_data").cloned().unwrap_or(json!({}));
+            let Some(more) = data
+                .get("more")
+                .and_then(Value::as_str)
+                .filter(|m| !m.trim().is_empty())
+            else {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    json!({"detail": {"message": "Validation failed: Required field 'more' is missing",
+                                      "field_errors": {"more": ["Required field 'more' is missing"]}}}),
+                );
+            };
+            job.input = Some((Instant::now(), more.to_string()));
+            let hash = mip004::input_hash(&job.purchaser, &data).unwrap_or_default();
+            (StatusCode::OK, json!({"input_hash": hash, "signature": ""}))
+        }
+        (&Method::GET, "/availability") => (
+            StatusCode::OK,
+            json!({"status": "available", "type": "masumi-agent", "message": "Sample agent operational"}),
+        ),
+        (&Method::GET, "/input_schema") => (StatusCode::OK, input_schema()),
+        _ => detail(StatusCode::NOT_FOUND, "Not Found"),
+    }
+}

@@ -1,0 +1,34 @@
+//! The task store and the credit ledger: where interlingua keeps every task and every credit.
+//!
+//! | module      | what it is |
+//! |-------------|------------|
+//! | [`store`]   | the interface ([`TaskStore`]) and its SQLite implementation ([`SqliteStore`]) |
+//! | [`credits`] | the ledger's vocabulary: accounts, balances, rows, holds, captures, releases |
+//! | `rows`      | the tasks table's SQL; a row that cannot be read is ended, not retried |
+//! | `ledger`    | the ledger's SQL: a hold in the transaction that checks the balance, one capture per (task, step) |
+//! | [`purchases`] | payments made on an agent's own rail, on the operator's account |
+//! | `writer`    | the one thread every write goes through, committing writes in groups |
+//! | `readers`   | the read connections beside it |
+//!
+//! Every document is measured before it is written ([`mapping::depth`]), so that what is stored
+//! can be read back. A PostgreSQL backend for several instances will be this crate's second
+//! implementation of [`TaskStore`].
+
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+pub mod credits;
+mod ledger;
+pub mod purchases;
+mod readers;
+mod rows;
+pub mod store;
+#[cfg(test)]
+mod throughput;
+mod writer;
+
+pub use credits::{
+    Account, Audit, Balance, Capture, Hold, LedgerRow, OpenHold, Settled, Settlement, Unstarted,
+};
+pub use purchases::{Purchase, PurchaseState};
+pub use store::{SqliteStore, StoreError, Stored, TaskQuery, TaskStore, Unfinished};

@@ -1,0 +1,725 @@
+//! The task store and credit ledger: one interface ([`TaskStore`]) and its embedded implementation
+//! on SQLite (WAL), in the data directory. A PostgreSQL implementation for several proxies sharing
+//! state will implement the same interface; nothing here relies on being the only process: task
+//! updates are conditional on the version read, and every credit movement happens in the same
+//! transaction as the task change that causes it, guarded by unique keys (one hold and one release
+//! per task, one capture per task and step), so nothing is charged twice and nothing is lost.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use rusqlite::Connection;
+
+use super::ledger;
+use super::purchases::Purchase;
+use super::readers::Readers;
+use super::rows::{self, Row, Unreadable};
+use super::writer::Writer;
+pub use crate::credits::{
+    Account, Audit, Balance, Hold, LedgerRow, OpenHold, Settled, Settlement, Unstarted,
+};
+use mapping::task::{Status, Task};
+
+/// Why the store could not do what was asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The task changed since it was read; read it again and retry.
+    #[error("the task was changed by someone else")]
+    Conflict,
+    /// The account cannot cover the amount.
+    #[error("the balance ({available}) cannot cover {needed} credits")]
+    Insufficient { available: i64, needed: u64 },
+    #[error("a task with id `{0}` already exists")]
+    Duplicate(String),
+    /// The document nests deeper than the store can read back (see [`mapping::depth`]); nothing
+    /// was written.
+    #[error("the document nests {depth} levels deep; the store reads at most {limit}")]
+    TooDeep { depth: usize, limit: usize },
+    #[error("task store: {0}")]
+    Backend(String),
+}
+
+impl From<mapping::depth::TooDeep> for StoreError {
+    fn from(e: mapping::depth::TooDeep) -> StoreError {
+        StoreError::TooDeep {
+            depth: e.depth,
+            limit: e.limit,
+        }
+    }
+}
+
+/// A task as stored, with the version an update must name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored {
+    pub task: Task,
+    pub version: i64,
+}
+
+/// What to look for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskQuery {
+    pub route: Option<String>,
+    pub subject: Option<String>,
+    pub status: Option<Status>,
+    pub name: Option<String>,
+    /// The conversation the task belongs to.
+    pub conversation: Option<String>,
+    /// The task's own id (interlingua's).
+    pub id: Option<String>,
+    /// A step id the task holds (interlingua's). Matched as text in the task's document,
+    /// within what the other filters select: callers name a route and a subject too, so the
+    /// route index bounds the scan, and they check the step's id exactly in what comes back.
+    pub holding_step: Option<String>,
+    /// 1-based.
+    pub page: u32,
+    pub page_size: u32,
+}
+
+/// Where tasks and credits live.
+/// A task that has not ended, as far as a watcher resuming it needs to know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unfinished {
+    pub id: String,
+    pub route: String,
+    pub status: Status,
+    /// Whether the back has given the task its id: a create whose answer never came (the
+    /// process stopped while it was in flight) left a task without one.
+    pub started: bool,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+#[async_trait]
+pub trait TaskStore: Send + Sync {
+    /// Stores a new task (version 1) and, in the same transaction, holds credits for it;
+    /// [`StoreError::Insufficient`] when the account cannot cover the hold.
+    async fn insert_with_hold(&self, task: &Task, hold: Option<&Hold>) -> Result<(), StoreError>;
+    /// The task with this id, if any.
+    async fn get(&self, id: &str) -> Result<Option<Stored>, StoreError>;
+    /// Replaces the task if it is still at `version` and, in the same transaction, captures the
+    /// settlement's steps (each at most once, ever) and releases the rest of the hold when asked.
+    /// Returns the new version and what moved.
+    async fn update_and_settle(
+        &self,
+        task: &Task,
+        version: i64,
+        settlement: &Settlement,
+    ) -> Result<(i64, Settled), StoreError>;
+    /// Stores a new task, without credits.
+    async fn insert(&self, task: &Task) -> Result<(), StoreError> {
+        self.insert_with_hold(task, None).await
+    }
+    /// Stores new tasks, without credits, all or none: [`StoreError::Duplicate`] (and nothing
+    /// stored) when one of the ids is taken. For loading many tasks at once: one transaction,
+    /// where [`TaskStore::insert`] is one per task.
+    async fn insert_many(&self, tasks: &[Task]) -> Result<(), StoreError>;
+    /// Replaces the task if it is still at `version`; returns the new version.
+    async fn update(&self, task: &Task, version: i64) -> Result<i64, StoreError> {
+        self.update_and_settle(task, version, &Settlement::default())
+            .await
+            .map(|(v, _)| v)
+    }
+    /// Charges one extra capture on a task (an operation fee, a cost the agent reported for a
+    /// response); at most once per (task, capture step id).
+    async fn charge(
+        &self,
+        task_id: &str,
+        capture: &crate::credits::Capture,
+    ) -> Result<Settled, StoreError>;
+    /// Adds `amount` credits to an account (a negative amount revokes, never below what is
+    /// available); returns the balance after.
+    async fn grant(
+        &self,
+        account: &Account,
+        amount: i64,
+        note: Option<&str>,
+    ) -> Result<Balance, StoreError>;
+    /// An account's balance.
+    async fn balance(&self, account: &Account) -> Result<Balance, StoreError>;
+    /// An account's ledger rows, newest first.
+    async fn history(&self, account: &Account, limit: u32) -> Result<Vec<LedgerRow>, StoreError>;
+    /// The balance recomputed from the ledger rows alone (it must equal [`TaskStore::balance`]).
+    async fn recompute(&self, account: &Account) -> Result<Balance, StoreError>;
+    /// Tasks matching the query, newest first, and how many match in all.
+    async fn search(&self, query: &TaskQuery) -> Result<(Vec<Task>, u64), StoreError>;
+    /// Every task that has not ended, oldest first (for watchers resuming after a restart).
+    async fn unfinished(&self) -> Result<Vec<Unfinished>, StoreError>;
+    /// What the credits check judges ([`crate::credits::verify`]), read in one snapshot:
+    /// accounts whose balance differs from their rows, every open hold with its task, every
+    /// unfinished task without an upstream id. Only reads.
+    async fn audit(&self) -> Result<Audit, StoreError>;
+    /// Records a purchase made for a task (replacing the task's earlier record of it).
+    async fn save_purchase(&self, purchase: &Purchase) -> Result<(), StoreError>;
+    /// The purchases made for a task.
+    async fn purchases(&self, task_id: &str) -> Result<Vec<Purchase>, StoreError>;
+}
+
+/// The SQLite task store: one writer thread that commits writes in groups (see
+/// [`writer`](super::writer)), and a pool of read connections beside it.
+pub struct SqliteStore {
+    /// `None` in memory: another connection would open another (empty) database, so reads go
+    /// through the writer there. Declared (so dropped) before the writer: the writer's connection
+    /// closes last, and closing the last connection checkpoints the WAL into the database file.
+    readers: Option<Arc<Readers>>,
+    writer: Writer,
+}
+
+pub(super) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS tasks (
+    id          TEXT PRIMARY KEY,
+    route       TEXT NOT NULL,
+    subject     TEXT,
+    status      TEXT NOT NULL,
+    name        TEXT,
+    upstream_id TEXT,
+    terminal    INTEGER NOT NULL,
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL,
+    version     INTEGER NOT NULL,
+    doc         TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tasks_unfinished ON tasks (created_at) WHERE terminal = 0;
+CREATE INDEX IF NOT EXISTS tasks_by_route ON tasks (route, subject, created_at);
+
+CREATE TABLE IF NOT EXISTS accounts (
+    plan     TEXT NOT NULL,
+    subject  TEXT NOT NULL,
+    granted  INTEGER NOT NULL DEFAULT 0,
+    captured INTEGER NOT NULL DEFAULT 0,
+    held     INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (plan, subject)
+);
+CREATE TABLE IF NOT EXISTS holds (
+    task_id   TEXT PRIMARY KEY,
+    plan      TEXT NOT NULL,
+    subject   TEXT NOT NULL,
+    amount    INTEGER NOT NULL,
+    remaining INTEGER NOT NULL,
+    open      INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ledger (
+    seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+    at        TEXT NOT NULL,
+    plan      TEXT NOT NULL,
+    subject   TEXT NOT NULL,
+    kind      TEXT NOT NULL,
+    amount    INTEGER NOT NULL,
+    from_hold INTEGER NOT NULL DEFAULT 0,
+    task_id   TEXT,
+    step_id   TEXT,
+    note      TEXT
+);
+CREATE UNIQUE INDEX IF NOT EXISTS ledger_hold_once ON ledger (task_id) WHERE kind = 'hold';
+CREATE UNIQUE INDEX IF NOT EXISTS ledger_capture_once ON ledger (task_id, step_id) WHERE kind = 'capture';
+CREATE UNIQUE INDEX IF NOT EXISTS ledger_release_once ON ledger (task_id) WHERE kind = 'release';
+CREATE INDEX IF NOT EXISTS ledger_by_account ON ledger (plan, subject, seq);
+
+-- The documents of tasks that could not be read, as they were when the task was ended.
+CREATE TABLE IF NOT EXISTS unreadable_tasks (
+    task_id TEXT PRIMARY KEY,
+    at      TEXT NOT NULL,
+    error   TEXT NOT NULL,
+    doc     TEXT NOT NULL
+);
+";
+
+impl SqliteStore {
+    /// Opens (creating if needed) `<dir>/interlingua.db`.
+    pub fn open(dir: &Path) -> Result<SqliteStore, StoreError> {
+        let path = dir.join("interlingua.db");
+        let conn = Connection::open(&path).map_err(backend)?;
+        SqliteStore::init(conn, Some(Readers::new(path)))
+    }
+
+    /// A store in memory, for tests and `translate`.
+    pub fn in_memory() -> Result<SqliteStore, StoreError> {
+        SqliteStore::init(Connection::open_in_memory().map_err(backend)?, None)
+    }
+
+    fn init(conn: Connection, readers: Option<Arc<Readers>>) -> Result<SqliteStore, StoreError> {
+        // WAL: readers never wait for the writer; FULL: a committed task survives power loss.
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(backend)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(backend)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(backend)?;
+        // Each write's savepoint journals the pages it changes: in memory, not in a temporary file
+        // written and read back for every write (the durable copy is the WAL, as always).
+        conn.pragma_update(None, "temp_store", "MEMORY")
+            .map_err(backend)?;
+        // Every write statement (tasks, ledger, the batch's own brackets) stays prepared.
+        conn.set_prepared_statement_cache_capacity(64);
+        conn.execute_batch(SCHEMA).map_err(backend)?;
+        conn.execute_batch(super::purchases::SCHEMA)
+            .map_err(backend)?;
+        Ok(SqliteStore {
+            readers,
+            writer: Writer::start(conn)?,
+        })
+    }
+
+    /// Runs `read` on a read connection (or, in memory, in the writer's next batch);
+    /// `snapshot`: all its statements see one state.
+    async fn read<T, F>(&self, snapshot: bool, read: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+        T: Send + 'static,
+    {
+        match &self.readers {
+            Some(readers) => readers.run(snapshot, read).await,
+            // The writer's batch is one transaction: a snapshot already.
+            None => self.writer.run(read).await,
+        }
+    }
+
+    /// Ends a task whose document cannot be read (see [`rows::end_unreadable`]) and, in the
+    /// same transaction, releases its hold: a task nobody can read is never followed again,
+    /// and what it held goes back to its account, with a ledger row.
+    async fn end_unreadable(&self, unreadable: Unreadable) -> Result<Option<Stored>, StoreError> {
+        let Unreadable { id, why } = unreadable;
+        let ended = self
+            .writer
+            .run(move |c| {
+                let plan = ledger::plan_of_hold(c, &id)?;
+                let Some((stored, rewritten)) = rows::end_unreadable(c, &id, &why, plan)? else {
+                    return Ok(None);
+                };
+                if rewritten {
+                    let release = Settlement {
+                        captures: Vec::new(),
+                        release: true,
+                    };
+                    let released = ledger::settle(c, &id, &release)?.released;
+                    tracing::warn!(task = %id, released, "a stored task could not be read ({why}): it was ended, its hold released");
+                }
+                Ok(Some(stored))
+            })
+            .await?;
+        Ok(ended)
+    }
+
+    #[cfg(test)]
+    pub(super) fn writer(&self) -> &Writer {
+        &self.writer
+    }
+}
+
+pub(crate) fn backend(e: rusqlite::Error) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+#[async_trait]
+impl TaskStore for SqliteStore {
+    async fn insert_with_hold(&self, task: &Task, hold: Option<&Hold>) -> Result<(), StoreError> {
+        let row = Row::new(task)?;
+        let hold = hold.filter(|h| h.amount > 0).cloned();
+        self.writer
+            .run(move |c| {
+                rows::insert(c, &row)?;
+                if let Some(h) = hold {
+                    let account = Account::new(&h.plan, &h.subject);
+                    // Read in the batch's transaction, after the jobs before this one: a hold
+                    // earlier in the batch counts.
+                    let balance = ledger::balance(c, &account)?;
+                    if balance.available() < h.amount as i64 {
+                        return Err(StoreError::Insufficient {
+                            available: balance.available(),
+                            needed: h.amount,
+                        });
+                    }
+                    ledger::hold(c, row.id(), &account, h.amount)?;
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    async fn insert_many(&self, tasks: &[Task]) -> Result<(), StoreError> {
+        let rows = tasks.iter().map(Row::new).collect::<Result<Vec<_>, _>>()?;
+        self.writer
+            .run(move |c| rows.iter().try_for_each(|r| rows::insert(c, r)))
+            .await
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<Stored>, StoreError> {
+        let id = id.to_string();
+        let found = match &self.readers {
+            // The hottest read of all (every poll of a task): done here when it can be.
+            Some(readers) => readers.run_point(move |c| rows::get(c, &id)).await,
+            None => self.read(false, move |c| rows::get(c, &id)).await,
+        }?;
+        match found {
+            None => Ok(None),
+            Some(Ok(stored)) => Ok(Some(stored)),
+            Some(Err(unreadable)) => self.end_unreadable(unreadable).await,
+        }
+    }
+
+    async fn update_and_settle(
+        &self,
+        task: &Task,
+        version: i64,
+        settlement: &Settlement,
+    ) -> Result<(i64, Settled), StoreError> {
+        let row = Row::new(task)?;
+        let settlement = settlement.clone();
+        self.writer
+            .run(move |c| {
+                rows::update(c, &row, version)?;
+                let settled = ledger::settle(c, row.id(), &settlement)?;
+                Ok((version + 1, settled))
+            })
+            .await
+    }
+
+    async fn charge(
+        &self,
+        task_id: &str,
+        capture: &crate::credits::Capture,
+    ) -> Result<Settled, StoreError> {
+        let task_id = task_id.to_string();
+        let settlement = Settlement {
+            captures: vec![capture.clone()],
+            release: false,
+        };
+        self.writer
+            .run(move |c| ledger::settle(c, &task_id, &settlement))
+            .await
+    }
+
+    async fn grant(
+        &self,
+        account: &Account,
+        amount: i64,
+        note: Option<&str>,
+    ) -> Result<Balance, StoreError> {
+        let account = account.clone();
+        let note = note.map(str::to_string);
+        self.writer
+            .run(move |c| ledger::grant(c, &account, amount, note.as_deref()))
+            .await
+    }
+
+    async fn balance(&self, account: &Account) -> Result<Balance, StoreError> {
+        let account = account.clone();
+        self.read(false, move |c| ledger::balance(c, &account))
+            .await
+    }
+
+    async fn history(&self, account: &Account, limit: u32) -> Result<Vec<LedgerRow>, StoreError> {
+        let account = account.clone();
+        self.read(false, move |c| ledger::history(c, &account, limit))
+            .await
+    }
+
+    async fn recompute(&self, account: &Account) -> Result<Balance, StoreError> {
+        let account = account.clone();
+        // Several sums over the ledger: a write landing between two of them would unbalance them.
+        self.read(true, move |c| ledger::recompute(c, &account))
+            .await
+    }
+
+    async fn search(&self, q: &TaskQuery) -> Result<(Vec<Task>, u64), StoreError> {
+        let q = q.clone();
+        let (found, total) = self.read(true, move |c| rows::search(c, &q)).await?;
+        let mut tasks = Vec::with_capacity(found.len());
+        for read in found {
+            match read {
+                Ok(task) => tasks.push(task),
+                // Ended where it is found, and listed as it now is.
+                Err(unreadable) => {
+                    if let Some(ended) = self.end_unreadable(unreadable).await? {
+                        tasks.push(ended.task);
+                    }
+                }
+            }
+        }
+        Ok((tasks, total))
+    }
+
+    async fn unfinished(&self) -> Result<Vec<Unfinished>, StoreError> {
+        self.read(false, rows::unfinished).await
+    }
+
+    async fn audit(&self) -> Result<Audit, StoreError> {
+        self.read(true, |c| {
+            let open_holds = ledger::open_holds(c)?
+                .into_iter()
+                .map(|(task_id, account, remaining, doc)| OpenHold {
+                    task: doc.map(|d| rows::decode(&task_id, &d).map_err(|u| u.why)),
+                    task_id,
+                    plan: account.plan,
+                    subject: account.subject,
+                    remaining,
+                })
+                .collect();
+            Ok(Audit {
+                drifts: ledger::drifts(c)?,
+                open_holds,
+                unstarted: rows::unfinished(c)?
+                    .into_iter()
+                    .filter(|u| !u.started)
+                    .map(|u| Unstarted {
+                        task_id: u.id,
+                        route: u.route,
+                        status: u.status,
+                        created_at: u.created_at,
+                    })
+                    .collect(),
+            })
+        })
+        .await
+    }
+
+    async fn save_purchase(&self, purchase: &Purchase) -> Result<(), StoreError> {
+        let purchase = purchase.clone();
+        self.writer
+            .run(move |c| super::purchases::save(c, &purchase))
+            .await
+    }
+
+    async fn purchases(&self, task_id: &str) -> Result<Vec<Purchase>, StoreError> {
+        let id = task_id.to_string();
+        self.read(false, move |c| super::purchases::of_task(c, &id))
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Utc;
+
+    #[tokio::test]
+    async fn insert_get_update_with_versions() {
+        let store = SqliteStore::in_memory().unwrap();
+        let mut t = Task::new("r", Utc::now());
+        store.insert(&t).await.unwrap();
+        assert_eq!(
+            store.insert(&t).await,
+            Err(StoreError::Duplicate(t.id.clone()))
+        );
+        let stored = store.get(&t.id).await.unwrap().unwrap();
+        assert_eq!(stored.version, 1);
+        assert_eq!(stored.task, t);
+        t.status = Status::Running;
+        assert_eq!(store.update(&t, 1).await, Ok(2));
+        // A writer still holding version 1 has lost the race.
+        assert_eq!(store.update(&t, 1).await, Err(StoreError::Conflict));
+        assert!(store.get("nope").await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn search_and_unfinished() {
+        let store = SqliteStore::in_memory().unwrap();
+        for i in 0..5 {
+            let mut t = Task::new(if i < 3 { "a" } else { "b" }, Utc::now());
+            if i == 0 {
+                t.status = Status::Completed;
+            }
+            store.insert(&t).await.unwrap();
+        }
+        let (found, total) = store
+            .search(&TaskQuery {
+                route: Some("a".into()),
+                page: 1,
+                page_size: 2,
+                ..TaskQuery::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!((found.len(), total), (2, 3));
+        assert_eq!(store.unfinished().await.unwrap().len(), 4);
+    }
+
+    #[tokio::test]
+    async fn tasks_survive_reopening_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Task::new("r", Utc::now());
+        SqliteStore::open(dir.path())
+            .unwrap()
+            .insert(&t)
+            .await
+            .unwrap();
+        let again = SqliteStore::open(dir.path()).unwrap();
+        assert_eq!(again.get(&t.id).await.unwrap().unwrap().task, t);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_holds_never_take_more_than_the_balance() {
+        const CREDITS: usize = 40;
+        const CALLS: usize = 300;
+        let dir = tempfile::tempdir().unwrap();
+        for store in [
+            SqliteStore::open(dir.path()).unwrap(),
+            SqliteStore::in_memory().unwrap(),
+        ] {
+            let store = Arc::new(store);
+            let account = Account::new("gold", "ann");
+            store.grant(&account, CREDITS as i64, None).await.unwrap();
+            let calls: Vec<_> = (0..CALLS)
+                .map(|_| {
+                    let store = store.clone();
+                    tokio::spawn(async move {
+                        let hold = Hold {
+                            plan: "gold".to_string(),
+                            subject: "ann".to_string(),
+                            amount: 1,
+                        };
+                        store
+                            .insert_with_hold(&Task::new("r", Utc::now()), Some(&hold))
+                            .await
+                    })
+                })
+                .collect();
+            let mut held = 0;
+            for call in calls {
+                match call.await.unwrap() {
+                    Ok(()) => held += 1,
+                    Err(StoreError::Insufficient {
+                        available: 0,
+                        needed: 1,
+                    }) => {}
+                    Err(e) => panic!("unexpected {e:?}"),
+                }
+            }
+            assert_eq!(held, CREDITS);
+            let balance = store.balance(&account).await.unwrap();
+            assert_eq!((balance.held, balance.available()), (CREDITS as i64, 0));
+            assert_eq!(store.recompute(&account).await.unwrap(), balance);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn every_acknowledged_write_is_there_after_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+        let calls: Vec<_> = (0..200)
+            .map(|_| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let t = Task::new("r", Utc::now());
+                    store.insert(&t).await.map(|()| t.id)
+                })
+            })
+            .collect();
+        let mut acknowledged = Vec::new();
+        for call in calls {
+            acknowledged.push(call.await.unwrap().unwrap());
+        }
+        drop(Arc::into_inner(store).expect("the only reference"));
+        let again = SqliteStore::open(dir.path()).unwrap();
+        for id in &acknowledged {
+            assert!(again.get(id).await.unwrap().is_some(), "{id} is lost");
+        }
+    }
+
+    #[tokio::test]
+    async fn nothing_too_deep_to_read_back_is_written() {
+        let store = SqliteStore::in_memory().unwrap();
+        let deep =
+            |levels: usize| (0..levels).fold(serde_json::json!(1), |v, _| serde_json::json!([v]));
+        let mut t = Task::new("r", Utc::now());
+        // The task is 1 level, its input 1: params of 125 levels are as deep as decodes.
+        t.input.params = Some(deep(125));
+        store.insert(&t).await.unwrap();
+        assert_eq!(store.get(&t.id).await.unwrap().unwrap().task, t);
+        t.input.params = Some(deep(126));
+        assert_eq!(
+            store.update(&t, 1).await,
+            Err(StoreError::TooDeep {
+                depth: 128,
+                limit: 127
+            })
+        );
+        let mut other = Task::new("r", Utc::now());
+        other.payment = Some(deep(127));
+        assert!(matches!(
+            store.insert(&other).await,
+            Err(StoreError::TooDeep { depth: 128, .. })
+        ));
+        assert!(store.get(&other.id).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_task_that_cannot_be_read_is_ended_where_it_is_read_or_found() {
+        let store = SqliteStore::in_memory().unwrap();
+        let ann = Account::new("gold", "ann");
+        store.grant(&ann, 5, None).await.unwrap();
+        let hold = Hold {
+            plan: "gold".to_string(),
+            subject: "ann".to_string(),
+            amount: 2,
+        };
+        let (got, found) = (Task::new("r", Utc::now()), Task::new("r", Utc::now()));
+        for t in [&got, &found] {
+            let mut t = t.clone();
+            t.subject = Some("ann".to_string());
+            store.insert_with_hold(&t, Some(&hold)).await.unwrap();
+        }
+        store
+            .writer()
+            .run(|c| {
+                c.execute("UPDATE tasks SET doc = 'not json'", [])
+                    .map_err(backend)
+            })
+            .await
+            .unwrap();
+        let read = store.get(&got.id).await.unwrap().unwrap();
+        assert_eq!(
+            (read.task.status, read.task.reason.as_deref(), read.version),
+            (Status::Failed, Some("unreadable"), 2)
+        );
+        assert_eq!(
+            (read.task.subject.as_deref(), read.task.plan.as_deref()),
+            (Some("ann"), Some("gold"))
+        );
+        let (page, total) = store
+            .search(&TaskQuery {
+                page: 1,
+                page_size: 10,
+                ..TaskQuery::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(total, 2);
+        assert!(page
+            .iter()
+            .all(|t| t.status == Status::Failed && t.reason.as_deref() == Some("unreadable")));
+        let balance = store.balance(&ann).await.unwrap();
+        assert_eq!((balance.held, balance.available()), (0, 5));
+        assert_eq!(store.recompute(&ann).await.unwrap(), balance);
+        let kinds: Vec<_> = store
+            .history(&ann, 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.kind, r.amount))
+            .collect();
+        assert_eq!(kinds.len(), 5);
+        assert_eq!(kinds[..2], [("release".into(), 2), ("release".into(), 2)]);
+        // Read again: as ended, nothing moves twice.
+        assert_eq!(store.get(&got.id).await.unwrap().unwrap().version, 2);
+        assert_eq!(store.history(&ann, 10).await.unwrap().len(), 5);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_do_not_wait_for_a_batch_in_progress() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let (done, pending) = (Task::new("r", Utc::now()), Task::new("r", Utc::now()));
+        store.insert(&done).await.unwrap();
+        let go = crate::writer::pause::pause(store.writer());
+        let write = crate::writer::pause::queue(store.insert(&pending));
+        let deadline = std::time::Duration::from_secs(5);
+        let read = tokio::time::timeout(deadline, store.get(&done.id)).await;
+        assert!(matches!(read, Ok(Ok(Some(_)))), "{read:?}");
+        // Not committed yet, so not seen yet.
+        let read = tokio::time::timeout(deadline, store.get(&pending.id)).await;
+        assert!(matches!(read, Ok(Ok(None))), "{read:?}");
+        drop(go);
+        assert_eq!(write.await, Ok(()));
+        assert!(store.get(&pending.id).await.unwrap().is_some());
+    }
+}

@@ -1,0 +1,116 @@
+//! How many durable creates a second the store itself sustains, without the proxy around it: run
+//! by hand, in release mode, to tell the store's share of a create from the pipeline's.
+//!
+//! ```sh
+//! STORE_CLIENTS=64 STORE_SECONDS=5 taskset -c 1 \
+//!     cargo test --release --lib task::throughput -- --ignored --nocapture
+//! ```
+//!
+//! Each client does what one create through the full pipeline asks of the store: the task with
+//! its hold, the update when the agent accepts it, the watcher's read, and the update that
+//! completes it (a capture and the release).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+
+use crate::credits::{Account, Capture, Hold, Settlement};
+use crate::{SqliteStore, TaskStore};
+use mapping::task::{Status, Task};
+
+fn setting(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+async fn create(store: &SqliteStore, hold: &Hold) {
+    let mut task = Task::new("r", Utc::now());
+    store.insert_with_hold(&task, Some(hold)).await.unwrap();
+    task.status = Status::Running;
+    let v = store
+        .update_and_settle(&task, 1, &Settlement::default())
+        .await
+        .unwrap()
+        .0;
+    let stored = store.get(&task.id).await.unwrap().unwrap();
+    task.status = Status::Completed;
+    let done = Settlement {
+        captures: vec![Capture {
+            step_id: format!("{}-s1", task.id),
+            amount: 1,
+        }],
+        release: true,
+    };
+    assert_eq!(stored.version, v);
+    store.update_and_settle(&task, v, &done).await.unwrap();
+}
+
+#[test]
+#[ignore = "a measurement, run by hand"]
+fn durable_creates_per_second() {
+    let clients = setting("STORE_CLIENTS", 64);
+    let seconds = setting("STORE_SECONDS", 5);
+    // One worker thread, as the benchmark runs the proxy.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let account = Account::new("gold", "ann");
+    rt.block_on(store.grant(&account, 1 << 40, None)).unwrap();
+    let until = Instant::now() + Duration::from_secs(seconds);
+    let started = Instant::now();
+    let count = Arc::new(AtomicU64::new(0));
+    let done: u64 = rt.block_on(async {
+        // Creates in each second: the rate falls as the database grows (its random keys reach
+        // ever more pages).
+        let ticks = count.clone();
+        tokio::spawn(async move {
+            let mut last = 0;
+            while Instant::now() < until {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let now = ticks.load(Ordering::Relaxed);
+                print!("{} ", now - last);
+                last = now;
+            }
+        });
+        let workers: Vec<_> = (0..clients)
+            .map(|_| {
+                let store = store.clone();
+                let count = count.clone();
+                tokio::spawn(async move {
+                    let hold = Hold {
+                        plan: "gold".to_string(),
+                        subject: "ann".to_string(),
+                        amount: 1,
+                    };
+                    let mut n = 0u64;
+                    while Instant::now() < until {
+                        create(&store, &hold).await;
+                        n += 1;
+                        count.fetch_add(1, Ordering::Relaxed);
+                    }
+                    n
+                })
+            })
+            .collect();
+        let mut total = 0;
+        for w in workers {
+            total += w.await.unwrap();
+        }
+        total
+    });
+    let secs = started.elapsed().as_secs_f64();
+    let balance = rt.block_on(store.balance(&account)).unwrap();
+    assert_eq!(rt.block_on(store.recompute(&account)).unwrap(), balance);
+    println!(
+        "{clients} clients: {done} creates in {secs:.1} s = {:.0} creates/s",
+        done as f64 / secs
+    );
+}

@@ -1,3 +1,0 @@
-//! Hashes dialects require: MIP-004 input and output hashes for Masumi.
-
-pub mod mip004;
