@@ -1,6 +1,7 @@
 //! From a mapping file to a [`Mapping`], checking everything on the way: unknown canonical fields,
 //! bad JSONPaths, bad expressions, incomplete status tables, references to shapes that do not
-//! exist. Every problem is reported with its file, line and column.
+//! exist, named values (`[let]`, inlined into the expressions that use them: see `named`). Every
+//! problem is reported with its file, line and column.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
