@@ -381,9 +381,8 @@ fn check_reports_problems_in_the_mapping_files_a_config_names() {
 
 #[test]
 fn translate_runs_a_mapping_offline() {
-    let mut child = interlingua()
-        .args([
-            "translate",
+    let out = translate_stdin(
+        &[
             "--from",
             "nevermined",
             "--to",
@@ -393,19 +392,9 @@ fn translate_runs_a_mapping_offline() {
             "--param",
             "did=did:nv:1",
             "-",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(br#"{"query":"hello","additional_params":[{"a":1},{"a":2,"b":3}]}"#)
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+        ],
+        r#"{"query":"hello","additional_params":[{"a":1},{"a":2,"b":3}]}"#,
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -445,6 +434,69 @@ fn translate_runs_a_mapping_offline() {
         String::from_utf8_lossy(&out.stderr).trim(),
         "interlingua translate: reading it as `mip003` get_task: `$.status` has the unknown status `weird`"
     );
+}
+
+/// `interlingua translate` with a document on standard input.
+fn translate_stdin(args: &[&str], document: &str) -> Output {
+    let mut child = interlingua()
+        .arg("translate")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(document.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn translate_shows_or_fills_the_targets_own_path_parameters() {
+    let job = r#"{"identifier_from_purchaser":"buyer-0001","input_data":{"text":"hi"}}"#;
+    let args = [
+        "--from",
+        "mip003",
+        "--to",
+        "nevermined",
+        "--op",
+        "create_task",
+    ];
+    let body = serde_json::json!({
+        "input_query": "hi",
+        "input_additional": {"text": "hi"},
+        "input_artifacts": []
+    });
+
+    let out = translate_stdin(&args, job);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"method": "POST", "path": "/api/v1/agents/{did}/tasks", "body": body})
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "interlingua translate: the path's `{did}` has no value; give it with --target-param did=VALUE\n"
+    );
+
+    let given = [&args[..], &["--target-param", "did=did:nv:abc"]].concat();
+    let out = translate_stdin(&given, job);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["path"], "/api/v1/agents/did:nv:abc/tasks");
+    assert_eq!(v["body"], body);
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
 }
 
 #[test]

@@ -28,6 +28,11 @@ pub struct TranslateArgs {
     /// A path parameter of the source message, NAME=VALUE (repeatable).
     #[arg(long = "param", value_name = "NAME=VALUE")]
     params: Vec<String>,
+    /// A path parameter of the target's path that the translation does not fill (the agent's
+    /// `{did}` in Nevermined's), NAME=VALUE (repeatable). One given neither way is shown as its
+    /// placeholder (`{did}`) in the printed path, with a note on standard error.
+    #[arg(long = "target-param", value_name = "NAME=VALUE")]
+    target_params: Vec<String>,
     /// A query parameter of the source message, NAME=VALUE (repeatable).
     #[arg(long = "query", value_name = "NAME=VALUE")]
     query: Vec<String>,
@@ -138,7 +143,14 @@ fn translate(args: &TranslateArgs) -> Result<Value, String> {
     .map_err(|e| format!("writing it as `{}` {}: {e}", to.name, op.name()))?;
     let mut result = json!({});
     if !args.response {
-        let path = to_op.path.render(&out.params).map_err(|e| e.to_string())?;
+        let mut params = out.params.clone();
+        params.extend(pairs(&args.target_params)?);
+        let (path, missing) = to_op.path.render_showing(&params);
+        for name in missing {
+            eprintln!(
+                "interlingua translate: the path's `{{{name}}}` has no value; give it with --target-param {name}=VALUE"
+            );
+        }
         result["method"] = json!(to_op.method.as_str());
         result["path"] = if out.query.is_empty() {
             json!(path)

@@ -1,6 +1,7 @@
 //! From a mapping file to a [`Mapping`], checking everything on the way: unknown canonical fields,
 //! bad JSONPaths, bad expressions, incomplete status tables, references to shapes that do not
-//! exist. Every problem is reported with its file, line and column.
+//! exist, named values (`[let]`, inlined into the expressions that use them: see `named`). Every
+//! problem is reported with its file, line and column.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -20,6 +21,7 @@ use super::file::{
 };
 use super::location::{JsonLocation, Location};
 use super::mapping::*;
+use super::named::{self, Named};
 use super::template::PathTemplate;
 use crate::problem::{one, Collector, Problems};
 use crate::task::time::TimeFormat;
@@ -30,6 +32,7 @@ const TOP_KEYS: &[&str] = &[
     "title",
     "steps",
     "vars",
+    "let",
     "ids",
     "status",
     "tables",
@@ -68,6 +71,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Mapping, Problems> {
             "title" => raw.title = one::<String>(value, name, &mut p),
             "steps" => raw.steps = one::<Spanned<String>>(value, name, &mut p),
             "vars" => raw.vars = one::<toml::Table>(value, name, &mut p),
+            "let" => raw.lets = one(value, name, &mut p),
             "ids" => raw.ids = one::<IdsSection>(value, name, &mut p),
             "status" => raw.status = one::<StatusSection>(value, name, &mut p),
             "tables" => raw.tables = entries::<TableSection>(value, name, &mut p),
@@ -111,6 +115,7 @@ struct Raw {
     title: Option<String>,
     steps: Option<Spanned<String>>,
     vars: Option<toml::Table>,
+    lets: Option<BTreeMap<String, Spanned<String>>>,
     ids: Option<IdsSection>,
     status: Option<StatusSection>,
     tables: Vec<(Spanned<String>, TableSection)>,
@@ -207,8 +212,14 @@ fn compile(raw: Raw, origin: &str, p: &mut Collector<'_>) -> Option<Mapping> {
     }
     let input_schema = raw.input_schema.and_then(|v| serde_json::to_value(v).ok());
 
+    let named = Named::compile(
+        raw.lets.unwrap_or_default(),
+        &|e, span, where_, p| check_paths(&vars, e, span, where_, p),
+        p,
+    );
     let mut cx = RuleCx {
         vars: &vars,
+        named: &named,
         shapes: BTreeMap::new(),
         tables: &tables,
         calls: BTreeMap::new(),
@@ -300,6 +311,7 @@ fn compile(raw: Raw, origin: &str, p: &mut Collector<'_>) -> Option<Mapping> {
             }
         }
     }
+    named.report_unused(p);
     let refused = raw
         .refuse
         .iter()
@@ -546,6 +558,7 @@ type RuleText = Spanned<FieldRule>;
 
 struct RuleCx<'a> {
     vars: &'a Map<String, Value>,
+    named: &'a Named,
     shapes: BTreeMap<String, Arc<Shape>>,
     tables: &'a BTreeMap<String, Arc<Table>>,
     calls: BTreeMap<String, Arc<Call>>,
@@ -1148,33 +1161,19 @@ impl RuleCx<'_> {
                 return None;
             }
         };
+        check_paths(self.vars, &e, text.span(), where_, p);
+        let direct = e.uses_current();
+        let e = self.named.inline(e, text.span(), where_, p)?;
         if !allow_current && e.uses_current() {
             p.at(
                 Some(text.span()),
                 where_,
-                "`$` (the value read) can only be used in `read`",
+                if direct {
+                    "`$` (the value read) can only be used in `read`"
+                } else {
+                    "`$` (the value read, here in a named value) can only be used in `read`"
+                },
             );
-        }
-        for path in e.paths() {
-            if path.first().map(String::as_str) == Some("var") {
-                match path.get(1) {
-                    Some(name) if self.vars.contains_key(name) => {}
-                    _ => p.at(
-                        Some(text.span()),
-                        where_,
-                        format!(
-                            "unknown variable `{}`; declare it in [vars]",
-                            path.iter().skip(1).cloned().collect::<Vec<_>>().join(".")
-                        ),
-                    ),
-                }
-            } else if !canonical::is_known(path) {
-                p.at(
-                    Some(text.span()),
-                    where_,
-                    format!("unknown canonical field `{}`", path.join(".")),
-                );
-            }
         }
         Some(e)
     }
@@ -1259,6 +1258,39 @@ impl RuleCx<'_> {
                 );
                 None
             }
+        }
+    }
+}
+
+/// Reports the canonical fields and variables `e` reads that do not exist (named values are
+/// checked where they are defined).
+fn check_paths(
+    vars: &Map<String, Value>,
+    e: &Expr,
+    span: Range<usize>,
+    where_: &str,
+    p: &mut Collector<'_>,
+) {
+    for path in e.paths() {
+        match path.first().map(String::as_str) {
+            Some(named::ROOT) => {}
+            Some("var") => match path.get(1) {
+                Some(name) if vars.contains_key(name) => {}
+                _ => p.at(
+                    Some(span.clone()),
+                    where_,
+                    format!(
+                        "unknown variable `{}`; declare it in [vars]",
+                        path.iter().skip(1).cloned().collect::<Vec<_>>().join(".")
+                    ),
+                ),
+            },
+            _ if !canonical::is_known(path) => p.at(
+                Some(span.clone()),
+                where_,
+                format!("unknown canonical field `{}`", path.join(".")),
+            ),
+            _ => {}
         }
     }
 }

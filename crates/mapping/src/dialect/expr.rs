@@ -10,9 +10,14 @@
 //! primary := literal | "$" | path | call | list | "(" expr ")"
 //! literal := 'text' | "text" | number | true | false | null | {}
 //! list    := "[" ( expr ( "," expr )* )? "]"   absent and null elements are left out
-//! path    := name ( "." name )*                a canonical field (task.input.text), var.NAME, or $.x
+//! path    := name ( "." name )*                a canonical field (task.input.text), var.NAME, let.NAME,
+//!                                              or $.x
 //! call    := name "(" ( expr ( "," expr )* )? ")"   a built-in function
 //! ```
+//!
+//! Whitespace, newlines included, may stand between any two tokens: a long expression can be laid
+//! out over lines in a TOML multi-line string (`'''…'''`). `let.NAME` is a named value of the
+//! mapping's `[let]` table, inlined when the mapping is loaded (see `named`).
 //!
 //! `<`, `<=`, `>`, `>=` compare numbers (numeric text counts as a number) and are false when
 //! either side is not one.
@@ -176,6 +181,31 @@ impl Expr {
             }
             Expr::Not(a) => a.collect_paths(out),
             Expr::Literal(_) | Expr::Current(_) => {}
+        }
+    }
+
+    /// The expression with every path for which `f` gives an expression replaced by it (how
+    /// named values are inlined at load: what is evaluated is the same tree as if written out).
+    pub fn replace_paths(self, f: &mut dyn FnMut(&[String]) -> Option<Expr>) -> Expr {
+        fn boxed(e: Expr, f: &mut dyn FnMut(&[String]) -> Option<Expr>) -> Box<Expr> {
+            Box::new(e.replace_paths(f))
+        }
+        match self {
+            Expr::Path(p) => f(&p).unwrap_or(Expr::Path(p)),
+            Expr::Call(b, args) => {
+                Expr::Call(b, args.into_iter().map(|a| a.replace_paths(f)).collect())
+            }
+            Expr::List(items) => {
+                Expr::List(items.into_iter().map(|a| a.replace_paths(f)).collect())
+            }
+            Expr::Coalesce(a, b) => Expr::Coalesce(boxed(*a, f), boxed(*b, f)),
+            Expr::Eq(a, b) => Expr::Eq(boxed(*a, f), boxed(*b, f)),
+            Expr::Ne(a, b) => Expr::Ne(boxed(*a, f), boxed(*b, f)),
+            Expr::Cmp(a, o, b) => Expr::Cmp(boxed(*a, f), o, boxed(*b, f)),
+            Expr::And(a, b) => Expr::And(boxed(*a, f), boxed(*b, f)),
+            Expr::Or(a, b) => Expr::Or(boxed(*a, f), boxed(*b, f)),
+            Expr::Not(a) => Expr::Not(boxed(*a, f)),
+            e @ (Expr::Literal(_) | Expr::Current(_)) => e,
         }
     }
 

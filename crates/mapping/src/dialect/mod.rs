@@ -12,6 +12,7 @@ pub mod expr;
 pub mod file;
 pub mod location;
 pub mod mapping;
+pub mod named;
 pub mod template;
 
 use std::collections::BTreeMap;

@@ -116,16 +116,40 @@ impl PathTemplate {
 
     /// Renders the path with `params` percent-encoded. A missing parameter is an error naming it.
     pub fn render(&self, params: &BTreeMap<String, String>) -> Result<String, String> {
+        self.render_with(params, &mut |name| {
+            Err(format!("no value for path parameter `{{{name}}}`"))
+        })
+    }
+
+    /// Renders the path for showing it (`interlingua translate`): a parameter without a value is
+    /// written as its placeholder, `{name}`. Returns the path and the names left so.
+    pub fn render_showing(&self, params: &BTreeMap<String, String>) -> (String, Vec<String>) {
+        let mut missing = Vec::new();
+        let path = self
+            .render_with(params, &mut |name| {
+                missing.push(name.to_string());
+                Ok(format!("{{{name}}}"))
+            })
+            .unwrap_or_default();
+        (path, missing)
+    }
+
+    /// Renders the path; `missing` gives the text of a parameter `params` lacks, or the error.
+    fn render_with(
+        &self,
+        params: &BTreeMap<String, String>,
+        missing: &mut dyn FnMut(&str) -> Result<String, String>,
+    ) -> Result<String, String> {
         let mut out = String::new();
         for part in &self.parts {
             out.push('/');
             match part {
                 Part::Literal(l) => out.push_str(l),
                 Part::Param(name, suffix) => {
-                    let v = params
-                        .get(name)
-                        .ok_or_else(|| format!("no value for path parameter `{{{name}}}`"))?;
-                    out.push_str(&percent_encode(v));
+                    match params.get(name) {
+                        Some(v) => out.push_str(&percent_encode(v)),
+                        None => out.push_str(&missing(name)?),
+                    }
                     out.push_str(suffix);
                 }
             }
