@@ -20,8 +20,9 @@ use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
 use super::{parse_answer, request_header, Cx, Engine, Translated};
-use mapping::dialect::expr::walk;
-use mapping::dialect::{self, Doc, Message};
+use mapping::dialect::doc::text_of;
+pub(super) use mapping::dialect::doc::WithDiscovered;
+use mapping::dialect::{self, Canonical, Decoded, Message};
 
 /// What was discovered per route, with when and for how long.
 #[derive(Default)]
@@ -81,13 +82,13 @@ impl Engine {
         cx: &mut Cx<'_>,
     ) -> Option<Value> {
         let ctx = t.back_ctx();
-        let empty = Value::Object(Map::new());
+        let empty = Canonical::empty();
         let msg = dialect::encode(&call.request, &empty, &ctx).ok()?;
         let target = call
             .target
             .as_ref()
             .and_then(|e| dialect::evaluate(e, &empty, &ctx))
-            .map(|v| super::views::text_of(&v))
+            .map(|v| text_of(&v))
             .filter(|v| !v.is_empty());
         let path = match target {
             Some(target) => {
@@ -117,11 +118,7 @@ impl Engine {
         let doc = dialect::decode(&call.response, &reply, &ctx)
             .map_err(|e| tracing::debug!(route = %t.route, error = %e, "discovery unreadable"))
             .ok()?;
-        Some(
-            doc.get("discovered")
-                .cloned()
-                .unwrap_or(Value::Object(Map::new())),
-        )
+        Some(Decoded::from(doc).discovered())
     }
 }
 
@@ -157,32 +154,10 @@ pub(super) fn join(prefix: &str, target_query: &str, path: &str, msg: &Message) 
     out
 }
 
-/// A canonical document with `discovered.*` beside its own roots.
-pub(super) struct WithDiscovered<'a> {
-    pub doc: &'a dyn Doc,
-    pub discovered: &'a Value,
-}
-
-impl Doc for WithDiscovered<'_> {
-    fn get(&self, path: &[String]) -> Option<&Value> {
-        match path.split_first() {
-            Some((root, rest)) if root == "discovered" => walk(self.discovered, rest),
-            _ => self.doc.get(path),
-        }
-    }
-
-    fn to_value(&self) -> Value {
-        let mut v = self.doc.to_value();
-        if let Value::Object(m) = &mut v {
-            m.insert("discovered".to_string(), self.discovered.clone());
-        }
-        v
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mapping::dialect::Doc;
 
     #[test]
     fn a_target_gives_its_path_and_query_only() {

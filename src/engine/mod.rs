@@ -39,9 +39,10 @@ use crate::error::ProxyError;
 use crate::metrics::Metrics;
 use crate::proxy::upstream::UpstreamState;
 use client::Client;
+use mapping::dialect::doc::text_of;
 use mapping::dialect::mapping::{Op, Rules};
 use mapping::dialect::template::{parse_query, render_query};
-use mapping::dialect::{self, CodecError, Context, Doc, Mapping, Message};
+use mapping::dialect::{self, Canonical, CodecError, Context, Decoded, Doc, Mapping, Message};
 use mapping::task::Operation;
 use store::TaskStore;
 
@@ -235,8 +236,8 @@ impl Engine {
             body,
         };
         if let Some(rules) = &t.front.request {
-            let read = dialect::decode(rules, &msg, &t.front_ctx()).map_err(invalid_request)?;
-            if let Some(r) = read.get("request") {
+            let read = decode(rules, &msg, &t.front_ctx())?;
+            if let Some(r) = read.request() {
                 *echo = r.clone();
             }
         }
@@ -253,19 +254,11 @@ impl Engine {
             });
         };
         msg.params = params;
-        let mut doc =
-            dialect::decode(&fop.request, &msg, &t.front_ctx()).map_err(invalid_request)?;
-        let mut request = echo.clone();
-        if !request.is_object() {
-            request = Value::Object(Map::new());
-        }
-        request["id"] = Value::String(cx.request_id.to_string());
+        let mut doc = decode(&fop.request, &msg, &t.front_ctx())?;
         // What the operation's own rules read into `request.*` (a bearer token an answer hands
         // back) joins what the `[request]` rules read.
-        if let Some(own) = doc.get("request") {
-            views::merge_into(&mut request, own);
-        }
-        doc["request"] = request.clone();
+        let request = mapping::dialect::doc::request(echo, cx.request_id, doc.request());
+        doc.set_request(request.clone());
         let base_url = msg
             .header("host")
             .map(|h| format!("{}://{h}{}", req.scheme, req.prefix.trim_end_matches('/')));
@@ -282,9 +275,8 @@ impl Engine {
                         .as_ref()
                         .and_then(|k| t.front.ops.iter().find(|o| &o.key == k))
                         .ok_or_else(|| ProxyError::Internal("no create form".to_string()))?;
-                    let mut doc = dialect::decode(&create.request, &msg, &t.front_ctx())
-                        .map_err(invalid_request)?;
-                    doc["request"] = request.clone();
+                    let mut doc = decode(&create.request, &msg, &t.front_ctx())?;
+                    doc.set_request(request.clone());
                     self.create(t, create, doc, cx).await?
                 }
                 other => other?,
@@ -293,12 +285,11 @@ impl Engine {
             Operation::SearchTasks => self.search(t, &doc, cx).await?,
             Operation::SearchSteps => self.search_steps(t, &doc, cx).await?,
             Operation::Availability => self.availability(t, cx).await?,
-            Operation::InputSchema => views::doc([("schema", self.schema_for(t, cx).await?)]),
+            Operation::InputSchema => Canonical::empty().with_schema(self.schema_for(t, cx).await?),
             Operation::Describe => self.describe(t, req.prefix, base_url, cx).await?,
         };
-        let mut out = out;
-        out["request"] = request;
-        if let (Some(price), Some(task_id)) = (&t.price, views::text_at(&out, "task.id")) {
+        let mut out = out.with_request(request);
+        if let (Some(price), Some(task_id)) = (&t.price, out.task_id()) {
             if let Some(fee) = price.operations.get(&fop.op).copied().filter(|f| *f > 0) {
                 // A fee per call, once per request id: a client retrying with the same
                 // X-Request-Id is not charged twice.
@@ -311,10 +302,10 @@ impl Engine {
         }
         if t.price.is_some() {
             // What this request charged, for fronts that report it (Nevermined's NVMCreditsConsumed).
-            out["charge"] = serde_json::json!({"credits": cx.spent.charged});
+            out = out.with_charge(cx.spent.charged);
         }
         if fop.stream.is_some() {
-            let task_id = views::text_at(&out, "task.id").ok_or_else(|| {
+            let task_id = out.task_id().ok_or_else(|| {
                 ProxyError::Internal(format!("the `{}` stream has no task", fop.key))
             })?;
             let events = stream::start(self.clone(), t.clone(), fop, task_id, out, cx);
@@ -362,7 +353,7 @@ impl Engine {
         op: Operation,
         doc: &dyn Doc,
         cx: &mut Cx<'_>,
-    ) -> Result<Value, ProxyError> {
+    ) -> Result<Decoded, ProxyError> {
         let Some(known) = self.discovered(t, cx, false).await else {
             return self.call_form(t, op, doc, cx, &mut false).await;
         };
@@ -400,7 +391,7 @@ impl Engine {
         doc: &dyn Doc,
         cx: &mut Cx<'_>,
         moved: &mut bool,
-    ) -> Result<Value, ProxyError> {
+    ) -> Result<Decoded, ProxyError> {
         let bop = self.back_form(t, op, doc)?;
         let first = Call {
             method: &bop.method,
@@ -410,14 +401,14 @@ impl Engine {
             response: &bop.response,
         };
         let mut answer = self
-            .call_once(t, first, doc, Value::Null, cx, moved)
+            .call_once(t, first, doc, Decoded::default(), cx, moved)
             .await?;
         if bop.then.is_empty() {
             return Ok(answer);
         }
-        let mut running = doc.to_value();
+        let mut running = Decoded::from(doc.to_value());
         for call in &bop.then {
-            views::merge_into(&mut running, &answer);
+            running.merge(&answer);
             let next = Call {
                 method: &call.method,
                 path: &call.path,
@@ -455,10 +446,10 @@ impl Engine {
         t: &Translated,
         call: Call<'_>,
         doc: &dyn Doc,
-        seed: Value,
+        seed: Decoded,
         cx: &mut Cx<'_>,
         moved: &mut bool,
-    ) -> Result<Value, ProxyError> {
+    ) -> Result<Decoded, ProxyError> {
         let Call {
             method,
             path: template,
@@ -482,7 +473,7 @@ impl Engine {
         // call still goes to the route's upstream, whatever host the target names.
         let to = target
             .and_then(|e| dialect::evaluate(e, doc, &t.back_ctx()))
-            .map(|v| views::text_of(&v))
+            .map(|v| text_of(&v))
             .filter(|v| !v.is_empty());
         let target = match to {
             Some(to) => {
@@ -534,7 +525,7 @@ impl Engine {
             body: parsed,
             ..Message::default()
         };
-        let mut decoded = seed;
+        let mut decoded = seed.into_value();
         dialect::decode_onto(response, &reply, &t.back_ctx(), &mut decoded).map_err(|e| {
             ProxyError::UpstreamInvalid {
                 upstream: t.upstream.config.name.clone(),
@@ -542,17 +533,14 @@ impl Engine {
                 detail: e.to_string(),
             }
         })?;
-        if let Some(Value::Object(error)) = decoded.get("error") {
-            let status = error
-                .get("status")
-                .and_then(Value::as_u64)
-                .and_then(|s| u16::try_from(s).ok())
-                .unwrap_or(502);
+        let decoded = Decoded::from(decoded);
+        if let Some(error) = decoded.error() {
             let message = error
-                .get("message")
-                .map(views::text_of)
+                .message
+                .as_ref()
+                .map(text_of)
                 .unwrap_or_else(|| "an error".to_string());
-            return Err(self.back_error_of(t, status, message));
+            return Err(self.back_error_of(t, error.status.unwrap_or(502), message));
         }
         Ok(decoded)
     }
@@ -567,8 +555,12 @@ impl Engine {
     ) -> ProxyError {
         let from_rules = body.as_ref().and_then(|b| {
             let rules = t.back.error.as_ref()?;
-            let doc = dialect::decode(rules, &Message::with_body(b.clone()), &t.back_ctx()).ok()?;
-            views::text_at(&doc, "error.message")
+            let msg = Message::with_body(b.clone());
+            let doc = Decoded::from(dialect::decode(rules, &msg, &t.back_ctx()).ok()?);
+            doc.error()?
+                .message
+                .as_ref()
+                .and_then(mapping::dialect::doc::scalar_text)
         });
         let message = from_rules.unwrap_or_else(|| {
             let text = String::from_utf8_lossy(raw);
@@ -673,6 +665,14 @@ fn parse_answer(raw: &[u8]) -> Option<Value> {
     Some(Value::String(text.into_owned()))
 }
 
+/// Reads `msg` with `rules` (a front's request: an error is the request's, see
+/// [`invalid_request`]).
+fn decode(rules: &Rules, msg: &Message, ctx: &Context<'_>) -> Result<Decoded, ProxyError> {
+    dialect::decode(rules, msg, ctx)
+        .map(Decoded::from)
+        .map_err(invalid_request)
+}
+
 /// A front request the mapping cannot read. A missing or mistyped field says which, so that the
 /// front's error rules can answer field by field (FastAPI's 422 `detail` list, for one).
 fn invalid_request(e: CodecError) -> ProxyError {
@@ -751,7 +751,7 @@ mod tests {
             ),
             ("query", "job_id", "wrong_type", Some("string"))
         );
-        let doc = views::error_doc(&typed, "r-1");
+        let doc = views::error_doc(&typed, "r-1").to_value();
         assert_eq!(doc["error"]["location"], "query");
         assert_eq!(doc["error"]["expected"], "string");
         // Anything else stays a plain invalid request.

@@ -6,13 +6,15 @@ use std::time::Instant;
 use chrono::Utc;
 use serde_json::{json, Value};
 
-use super::views::{self, at, back_task, doc, front_task, patch_from_back, text_at, BackDoc};
+use super::views::patch_of;
 use super::{Cx, Engine, Spent, Translated};
 use crate::auth::Identity;
 use crate::config::Validation;
 use crate::credits;
 use crate::error::ProxyError;
+use mapping::dialect::doc::{Agent, Availability, Page, Search, TaskRef};
 use mapping::dialect::mapping::{Op, Returns};
+use mapping::dialect::{Canonical, Decoded};
 use mapping::task::{Operation, Status, StepSource, TaskPatch};
 use masumi::attachment01::{Mode, Schema};
 use store::{Hold, Settlement};
@@ -34,9 +36,9 @@ impl Engine {
         self: &Arc<Self>,
         t: &Arc<Translated>,
         fop: &Op,
-        request: Value,
+        request: Decoded,
         cx: &mut Cx<'_>,
-    ) -> Result<Value, ProxyError> {
+    ) -> Result<Canonical<'static>, ProxyError> {
         let back_op = t
             .back
             .op(Operation::CreateTask)
@@ -44,12 +46,12 @@ impl Engine {
                 operation: "create_task".to_string(),
             })?;
         if let Some(field) = &fop.validate {
-            let value = at(&request, &field.join(".")).cloned();
+            let value = request.at(field).cloned();
             self.validate(t, value, cx).await?;
         }
         let now = Utc::now();
         let mut task = mapping::task::Task::new(&t.route, now);
-        views::apply_draft(&mut task, &request);
+        request.apply_draft(&mut task);
         task.turn = 1;
         // A task the client put in no conversation is a conversation of its own.
         task.conversation.get_or_insert_with(|| task.id.clone());
@@ -99,10 +101,10 @@ impl Engine {
             let rid = cx.request_id.to_string();
             let identity = cx.identity.cloned();
             tokio::spawn(async move { engine.execute(&t2, stored, &rid, identity.as_ref()).await });
-            return Ok(doc([("task", front_task(&task))]));
+            return Ok(Canonical::front(task));
         }
 
-        let back_doc = BackDoc::new(&stored.task);
+        let back_doc = Canonical::back(&stored.task);
         let answer = self
             .call_back(t, Operation::CreateTask, &back_doc, cx)
             .await;
@@ -119,7 +121,7 @@ impl Engine {
                 return Err(e);
             }
         };
-        let mut patch = patch_from_back(&answer, &t.upstream.config.name, &t.back.name)?;
+        let mut patch = patch_of(&answer, &t.upstream.config.name, &t.back.name)?;
         if back_op.returns == Returns::Result && patch.status.is_none() {
             patch.status = Some(Status::Completed);
         }
@@ -138,7 +140,7 @@ impl Engine {
             stored = self.wait_until_settled(t, fop, stored, cx).await?;
             failed_as_error(fop, &stored)?;
         }
-        Ok(doc([("task", front_task(&stored.task))]))
+        Ok(Canonical::front(stored.task))
     }
 
     /// Runs a create on a back that answers only when done, and stores the outcome.
@@ -155,7 +157,7 @@ impl Engine {
             identity,
             spent: &mut spent,
         };
-        let back_doc = BackDoc::new(&stored.task);
+        let back_doc = Canonical::back(&stored.task);
         let answer = self
             .call_back(t, Operation::CreateTask, &back_doc, &mut cx)
             .await;
@@ -181,11 +183,8 @@ impl Engine {
                 return;
             }
             turns += 1;
-            let mut back = back_task(&stored.task);
-            back["turn"] = json!(stored.task.turn + turns - 1);
-            let answer = self
-                .call_back(t, Operation::GetTask, &doc([("task", back)]), &mut cx)
-                .await;
+            let back = Canonical::back(&stored.task).with_turn(stored.task.turn + turns - 1);
+            let answer = self.call_back(t, Operation::GetTask, &back, &mut cx).await;
             match self.settle_sync(t, stored, answer, &mut cx).await {
                 Some(s) => stored = s,
                 None => return,
@@ -199,13 +198,11 @@ impl Engine {
         &self,
         t: &Translated,
         stored: Stored,
-        answer: Result<Value, ProxyError>,
+        answer: Result<Decoded, ProxyError>,
         cx: &mut Cx<'_>,
     ) -> Option<Stored> {
         let task_id = stored.task.id.clone();
-        let patch = match answer
-            .and_then(|a| patch_from_back(&a, &t.upstream.config.name, &t.back.name))
-        {
+        let patch = match answer.and_then(|a| patch_of(&a, &t.upstream.config.name, &t.back.name)) {
             Ok(mut p) => {
                 p.status.get_or_insert(Status::Completed);
                 p.upstream_id.get_or_insert_with(|| task_id.clone());
@@ -234,12 +231,12 @@ impl Engine {
     pub(super) async fn get(
         &self,
         t: &Translated,
-        request: &Value,
+        request: &Decoded,
         cx: &mut Cx<'_>,
-    ) -> Result<Value, ProxyError> {
-        let stored = self.load(t, request, cx.identity).await?;
+    ) -> Result<Canonical<'static>, ProxyError> {
+        let stored = self.load(t, &request.task_ref(), cx.identity).await?;
         let stored = self.refresh(t, stored, cx).await?;
-        Ok(doc([("task", front_task(&stored.task))]))
+        Ok(Canonical::front(stored.task))
     }
 
     /// provide_input: the input goes to the back; the task runs again.
@@ -247,10 +244,10 @@ impl Engine {
         &self,
         t: &Translated,
         fop: &Op,
-        request: Value,
+        request: Decoded,
         cx: &mut Cx<'_>,
-    ) -> Result<Value, ProxyError> {
-        let stored = self.load(t, &request, cx.identity).await?;
+    ) -> Result<Canonical<'static>, ProxyError> {
+        let stored = self.load(t, &request.task_ref(), cx.identity).await?;
         // The client may have seen the request for input before interlingua did.
         let stored = self.refresh(t, stored, cx).await?;
         let task = &stored.task;
@@ -273,18 +270,18 @@ impl Engine {
             .iter()
             .rposition(|s| s.status == Status::AwaitingInput)
             .or(task.steps.len().checked_sub(1));
-        if let (Some(wanted), Some(i)) = (text_at(&request, "step.id"), waiting) {
+        if let (Some(wanted), Some(i)) = (request.step_id(), waiting) {
             if task.steps[i].id != wanted {
                 return Err(ProxyError::Conflict(format!(
                     "step `{wanted}` is not the step waiting for input"
                 )));
             }
         }
-        let input = at(&request, "input").cloned().unwrap_or_else(|| json!({}));
-        let request_doc = request.clone();
+        let input = request.input();
+        let given = request.given_input();
         if fop.validate.is_some() {
             if let Some(schema) = &task.input_request {
-                let value = at(&request, "input.params").cloned();
+                let value = given.params.clone();
                 validate_against(schema, value, t.settings.validation).map_err(|e| match e {
                     SchemaProblem::Input(e) => e,
                     SchemaProblem::Schema(msg) => ProxyError::UpstreamInvalid {
@@ -295,16 +292,10 @@ impl Engine {
                 })?;
             }
         }
-        let mut back = back_task(task);
-        back["turn"] = json!(task.turn + 1);
-        let back_step = waiting
-            .and_then(|i| back.get("steps").and_then(|s| s.get(i)).cloned())
-            .unwrap_or(Value::Null);
-        let back_doc = doc([
-            ("task", back),
-            ("step", back_step),
-            ("input", input.clone()),
-        ]);
+        let back_doc = Canonical::back(task)
+            .with_turn(task.turn + 1)
+            .with_step(waiting)
+            .with_input(input.clone());
         // No refresh of this task runs between the input reaching the back and the task being
         // stored as running again: one that did could see the agent already done and store the
         // end first, and the step the input started would never be recorded (payments-py's
@@ -316,47 +307,33 @@ impl Engine {
             .await?;
         // What the back said in answer (a synchronous back: its next state), else running
         // again, as far as interlingua knows; the next poll of the back says more.
-        let mut patch = patch_from_back(&answer, &t.upstream.config.name, &t.back.name)?;
+        drop(back_doc);
+        let mut patch = patch_of(&answer, &t.upstream.config.name, &t.back.name)?;
         patch.status.get_or_insert(Status::Running);
         patch.upstream_id = None;
         patch.next_turn = true;
         if let Some(i) = waiting {
-            let given = mapping::task::Input {
-                text: text_at(&input, "text"),
-                params: at(&input, "params").cloned(),
-                artifacts: None,
-            };
             patch.answered = Some((stored.task.steps[i].id.clone(), given));
         }
         let mut stored = self.apply(t, stored, patch, cx).await?;
         drop(last_refresh);
-        if fop.waits(&request_doc, &t.front_ctx()) {
+        if fop.waits(&request, &t.front_ctx()) {
             stored = self.wait_until_settled(t, fop, stored, cx).await?;
             failed_as_error(fop, &stored)?;
         }
-        let step = waiting
-            .and_then(|i| {
-                front_task(&stored.task)
-                    .get("steps")
-                    .and_then(|s| s.get(i))
-                    .cloned()
-            })
-            .unwrap_or(Value::Null);
-        Ok(doc([
-            ("task", front_task(&stored.task)),
-            ("step", step),
-            ("input", input),
-        ]))
+        Ok(Canonical::front(stored.task)
+            .with_step(waiting)
+            .with_input(input))
     }
 
     /// cancel_task: ask the back when it can; the task ends here either way.
     pub(super) async fn cancel(
         &self,
         t: &Translated,
-        request: &Value,
+        request: &Decoded,
         cx: &mut Cx<'_>,
-    ) -> Result<Value, ProxyError> {
-        let stored = self.load(t, request, cx.identity).await?;
+    ) -> Result<Canonical<'static>, ProxyError> {
+        let stored = self.load(t, &request.task_ref(), cx.identity).await?;
         if stored.task.status.is_terminal() {
             return Err(ProxyError::Conflict(format!(
                 "task `{}` has already ended ({})",
@@ -365,14 +342,14 @@ impl Engine {
             )));
         }
         if t.back.op(Operation::CancelTask).is_some() && stored.task.upstream_id.is_some() {
-            let back_doc = BackDoc::new(&stored.task);
+            let back_doc = Canonical::back(&stored.task);
             self.call_back(t, Operation::CancelTask, &back_doc, cx)
                 .await?;
         }
         let stored = self
             .apply(t, stored, TaskPatch::status(Status::Cancelled), cx)
             .await?;
-        Ok(doc([("task", front_task(&stored.task))]))
+        Ok(Canonical::front(stored.task))
     }
 
     /// Ends a task that has waited for input (or payment) longer than the route's
@@ -391,7 +368,7 @@ impl Engine {
             spent: &mut spent,
         };
         if t.back.op(Operation::CancelTask).is_some() && stored.task.upstream_id.is_some() {
-            let back_doc = BackDoc::new(&stored.task);
+            let back_doc = Canonical::back(&stored.task);
             if let Err(e) = self
                 .call_back(t, Operation::CancelTask, &back_doc, &mut cx)
                 .await
@@ -422,32 +399,29 @@ impl Engine {
     pub(super) async fn search(
         &self,
         t: &Translated,
-        request: &Value,
+        request: &Decoded,
         cx: &mut Cx<'_>,
-    ) -> Result<Value, ProxyError> {
-        let (page, page_size) = paging(request);
+    ) -> Result<Canonical<'static>, ProxyError> {
+        let search = request.search();
+        let (page, page_size) = paging(&search);
         let query = TaskQuery {
             route: Some(t.route.clone()),
             subject: cx_subject(t, cx.identity).map(str::to_string),
-            status: text_at(request, "search.status").and_then(|s| Status::from_name(&s)),
-            name: text_at(request, "search.name"),
+            status: search.status.and_then(|s| Status::from_name(&s)),
+            name: search.name,
             conversation: None,
-            id: text_at(request, "search.task_id"),
+            id: search.task_id,
             holding_step: None,
             page: page as u32,
             page_size: page_size as u32,
         };
         let (tasks, total) = self.store.search(&query).await.map_err(store_error)?;
-        Ok(json!({
-            "tasks": tasks.iter().map(front_task).collect::<Vec<_>>(),
-            "search": {
-                "total": total,
-                "page": page,
-                "page_size": page_size,
-                // The page after this one, when there is one (a page token for some fronts).
-                "next_page": (page * page_size < total).then_some(page + 1),
-            },
-        }))
+        let page = Page {
+            total,
+            page,
+            page_size,
+        };
+        Ok(Canonical::empty().with_tasks(&tasks, page))
     }
 
     /// availability: the back's own answer, or whether its upstream can be reached.
@@ -455,25 +429,30 @@ impl Engine {
         &self,
         t: &Translated,
         cx: &mut Cx<'_>,
-    ) -> Result<Value, ProxyError> {
+    ) -> Result<Canonical<'static>, ProxyError> {
+        let unavailable = |message| Availability {
+            available: false,
+            message,
+        };
         if t.back.op(Operation::Availability).is_some() {
-            return match self
-                .call_back(t, Operation::Availability, &json!({}), cx)
-                .await
-            {
-                Ok(doc) => Ok(doc),
-                Err(e) => {
-                    Ok(json!({"availability": {"available": false, "message": e.to_string()}}))
-                }
-            };
+            return Ok(
+                match self
+                    .call_back(t, Operation::Availability, &Canonical::empty(), cx)
+                    .await
+                {
+                    Ok(answer) => Canonical::decoded(answer),
+                    Err(e) => Canonical::empty().with_availability(&unavailable(e.to_string())),
+                },
+            );
         }
-        let reachable = t.upstream.probe().await;
-        Ok(match reachable {
-            Ok(()) => {
-                json!({"availability": {"available": true, "message": "the agent's server is reachable"}})
-            }
-            Err(why) => json!({"availability": {"available": false, "message": why}}),
-        })
+        let availability = match t.upstream.probe().await {
+            Ok(()) => Availability {
+                available: true,
+                message: "the agent's server is reachable".to_string(),
+            },
+            Err(why) => unavailable(why),
+        };
+        Ok(Canonical::empty().with_availability(&availability))
     }
 
     /// describe: what the route's agent is, from the route, the mappings and the input schema.
@@ -485,7 +464,7 @@ impl Engine {
         prefix: &str,
         base_url: Option<String>,
         cx: &mut Cx<'_>,
-    ) -> Result<Value, ProxyError> {
+    ) -> Result<Canonical<'static>, ProxyError> {
         let schema = match self.schema_for(t, cx).await {
             Ok(s) => Some(s),
             Err(ProxyError::Unsupported { .. }) => None,
@@ -498,19 +477,24 @@ impl Engine {
             }
         }
         let prefix = prefix.trim_end_matches('/');
-        Ok(json!({"agent": {
-            "name": t.route,
-            "title": t.back.title,
-            "description": t.settings.description.clone()
-                .unwrap_or_else(|| format!("{} (route `{}`), through interlingua", t.back.title, t.route)),
-            "dialect": t.front.name,
-            "url": if prefix.is_empty() { "/" } else { prefix },
-            "base_url": base_url,
-            "operations": operations,
-            "input_schema": schema,
-            "auth": t.owned,
-            "streaming": t.front.ops.iter().any(|o| o.front && o.stream.is_some()),
-        }}))
+        let agent = Agent {
+            name: &t.route,
+            title: &t.back.title,
+            description: t.settings.description.clone().unwrap_or_else(|| {
+                format!(
+                    "{} (route `{}`), through interlingua",
+                    t.back.title, t.route
+                )
+            }),
+            dialect: &t.front.name,
+            url: if prefix.is_empty() { "/" } else { prefix },
+            base_url,
+            operations,
+            input_schema: schema,
+            auth: t.owned,
+            streaming: t.front.ops.iter().any(|o| o.front && o.stream.is_some()),
+        };
+        Ok(Canonical::empty().with_agent(&agent))
     }
 
     /// The input schema of the route's agent: declared on the route, else the back's own
@@ -529,25 +513,22 @@ impl Engine {
                     return Ok(s.clone());
                 }
             }
-            let doc = match self
-                .call_back(t, Operation::InputSchema, &json!({}), cx)
+            let schema = match self
+                .call_back(t, Operation::InputSchema, &Canonical::empty(), cx)
                 .await
             {
-                Ok(doc) => doc,
+                Ok(answer) => answer.schema(),
                 // No form of it applies to this route's settings: the mapping's own.
                 Err(ProxyError::Unsupported { .. }) if t.back.input_schema.is_some() => {
-                    json!({ "schema": t.back.input_schema })
+                    t.back.input_schema.clone()
                 }
                 Err(e) => return Err(e),
             };
-            let schema = doc
-                .get("schema")
-                .cloned()
-                .ok_or_else(|| ProxyError::UpstreamInvalid {
-                    upstream: t.upstream.config.name.clone(),
-                    dialect: t.back.name.clone(),
-                    detail: "no input schema in the answer".to_string(),
-                })?;
+            let schema = schema.ok_or_else(|| ProxyError::UpstreamInvalid {
+                upstream: t.upstream.config.name.clone(),
+                dialect: t.back.name.clone(),
+                detail: "no input schema in the answer".to_string(),
+            })?;
             self.schemas
                 .lock()
                 .insert(t.route.clone(), (Instant::now(), schema.clone()));
@@ -588,14 +569,11 @@ impl Engine {
     pub(super) async fn load(
         &self,
         t: &Translated,
-        request: &Value,
+        named: &TaskRef,
         identity: Option<&Identity>,
     ) -> Result<Stored, ProxyError> {
         let subject = cx_subject(t, identity);
-        let id = match (
-            text_at(request, "task.id"),
-            text_at(request, "task.conversation"),
-        ) {
+        let id = match (named.id.clone(), named.conversation.clone()) {
             (Some(id), _) => id,
             // A front that names tasks by their conversation: the conversation's latest task.
             (None, Some(conversation)) => {
@@ -669,9 +647,10 @@ impl Engine {
             });
         }
         let started = tokio::time::Instant::now();
-        let back_doc = BackDoc::new(&stored.task);
+        let back_doc = Canonical::back(&stored.task);
         let answer = self.call_back(t, Operation::GetTask, &back_doc, cx).await?;
-        let patch = patch_from_back(&answer, &t.upstream.config.name, &t.back.name)?;
+        drop(back_doc);
+        let patch = patch_of(&answer, &t.upstream.config.name, &t.back.name)?;
         let stored = self.apply(t, stored, patch, cx).await?;
         let stored = self.follow_payment(t, stored, cx).await?;
         *last = Some(started);
@@ -884,15 +863,9 @@ fn failed_as_error(fop: &Op, stored: &Stored) -> Result<(), ProxyError> {
 }
 
 /// The page a search asks for (from 1) and its size (1 to 1000; 10 unless said).
-pub(super) fn paging(request: &Value) -> (u64, u64) {
-    let page = at(request, "search.page")
-        .and_then(Value::as_u64)
-        .unwrap_or(1)
-        .max(1);
-    let page_size = at(request, "search.page_size")
-        .and_then(Value::as_u64)
-        .unwrap_or(10)
-        .clamp(1, 1000);
+pub(super) fn paging(search: &Search) -> (u64, u64) {
+    let page = search.page.unwrap_or(1).max(1);
+    let page_size = search.page_size.unwrap_or(10).clamp(1, 1000);
     (page, page_size)
 }
 

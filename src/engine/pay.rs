@@ -4,11 +4,10 @@
 
 use chrono::Utc;
 
-use super::views::BackDoc;
 use super::{Cx, Engine, Translated};
 use crate::error::ProxyError;
 use crate::payment::{Payer, Purchase, PurchaseState};
-use mapping::dialect;
+use mapping::dialect::{self, Canonical};
 use mapping::task::{Operation, Status, TaskPatch};
 use store::Stored;
 
@@ -42,7 +41,7 @@ impl Engine {
         if stored.task.status.is_terminal() {
             return Ok(stored);
         }
-        let doc = BackDoc::new(&stored.task);
+        let doc = Canonical::back(&stored.task);
         let failed_check = t.back.op(Operation::CreateTask).and_then(|op| {
             op.before_payment
                 .iter()

@@ -1,12 +1,13 @@
 //! search_steps: the steps of the caller's tasks on a route, as a list of their own (a Nevermined
 //! builder's step search and step lists, which name steps by id across tasks).
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::ops::{cx_subject, paging, store_error};
-use super::views::{at, front_task, text_at};
 use super::{Cx, Engine, Translated};
 use crate::error::ProxyError;
+use mapping::dialect::doc::{standalone_step, Page, TaskRef};
+use mapping::dialect::{Canonical, Decoded};
 use mapping::task::{Status, Task};
 use store::TaskQuery;
 
@@ -23,29 +24,24 @@ impl Engine {
     pub(super) async fn search_steps(
         &self,
         t: &Translated,
-        request: &Value,
+        request: &Decoded,
         cx: &mut Cx<'_>,
-    ) -> Result<Value, ProxyError> {
-        let (page, page_size) = paging(request);
-        let step_id = text_at(request, "search.step_id");
-        let status = match text_at(request, "search.status") {
+    ) -> Result<Canonical<'static>, ProxyError> {
+        let search = request.search();
+        let (page, page_size) = paging(&search);
+        let step_id = search.step_id;
+        let status = match search.status {
             Some(s) => Some(
                 Status::from_name(&s)
                     .ok_or_else(|| ProxyError::InvalidRequest(format!("`{s}` is not a status")))?,
             ),
             None => None,
         };
-        let name = text_at(request, "search.name");
-        let agents: Option<Vec<String>> = at(request, "search.agents").map(|v| match v {
-            Value::Array(a) => a
-                .iter()
-                .filter_map(|x| x.as_str().map(String::from))
-                .collect(),
-            other => vec![super::views::text_of(other)],
-        });
+        let name = search.name;
+        let agents = search.agents;
         let subject = cx_subject(t, cx.identity).map(str::to_string);
 
-        let named = match text_at(request, "search.task_id") {
+        let named = match search.task_id {
             Some(id) => Some(id),
             None => match &step_id {
                 // The task holding the step, looked up among the caller's on this route.
@@ -72,9 +68,7 @@ impl Engine {
         };
         let tasks: Vec<Task> = match named {
             Some(id) => {
-                let stored = self
-                    .load(t, &json!({"task": {"id": id}}), cx.identity)
-                    .await?;
+                let stored = self.load(t, &TaskRef::id(id), cx.identity).await?;
                 vec![self.refresh(t, stored, cx).await?.task]
             }
             None => {
@@ -96,13 +90,12 @@ impl Engine {
             {
                 continue;
             }
-            for (step, mut doc) in task.steps.iter().zip(step_docs(task)) {
+            for step in &task.steps {
                 let fits = step_id.as_ref().is_none_or(|id| &step.id == id)
                     && status.is_none_or(|s| step.status == s)
                     && name.as_ref().is_none_or(|n| step.name.as_ref() == Some(n));
                 if fits {
-                    doc["agent"] = json!(task.agent);
-                    steps.push(doc);
+                    steps.push(standalone_step(task, step));
                 }
             }
         }
@@ -110,39 +103,8 @@ impl Engine {
     }
 }
 
-/// The front's view of a task's steps, each standing alone: a step waiting for input (or that
-/// failed) says what its task says of it (the question, the input request, the reason), which a
-/// front otherwise reads from the task beside it.
-fn step_docs(task: &Task) -> Vec<Value> {
-    let mut steps = match front_task(task).get_mut("steps").map(Value::take) {
-        Some(Value::Array(steps)) => steps,
-        _ => Vec::new(),
-    };
-    for (step, doc) in task.steps.iter().zip(steps.iter_mut()) {
-        let waits = step.status == Status::AwaitingInput && task.status == Status::AwaitingInput;
-        if !(waits || step.status == Status::Failed) {
-            continue;
-        }
-        if step.output.text.as_deref().is_none_or(str::is_empty) {
-            if let Some(m) = &task.message {
-                doc["output"]["text"] = json!(m);
-            }
-        }
-        if let (true, Some(schema)) = (waits, &task.input_request) {
-            let additional = &mut doc["output"]["additional"];
-            if !additional.is_object() {
-                *additional = json!({});
-            }
-            if additional.get("input_schema").is_none() {
-                additional["input_schema"] = schema.clone();
-            }
-        }
-    }
-    steps
-}
-
 /// One page of the steps found, with the search's totals.
-fn found_steps(all: Vec<Value>, page: u64, page_size: u64) -> Value {
+fn found_steps(all: Vec<Value>, page: u64, page_size: u64) -> Canonical<'static> {
     let total = all.len() as u64;
     let skip = ((page - 1) * page_size) as usize;
     let steps: Vec<Value> = all
@@ -150,13 +112,10 @@ fn found_steps(all: Vec<Value>, page: u64, page_size: u64) -> Value {
         .skip(skip)
         .take(page_size as usize)
         .collect();
-    json!({
-        "steps": steps,
-        "search": {
-            "total": total,
-            "page": page,
-            "page_size": page_size,
-            "next_page": (page * page_size < total).then_some(page + 1),
-        },
-    })
+    let page = Page {
+        total,
+        page,
+        page_size,
+    };
+    Canonical::empty().with_steps(steps, page)
 }

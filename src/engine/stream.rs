@@ -14,11 +14,11 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use super::views::front_task;
 use super::{Cx, Engine, Spent, Translated};
 use crate::auth::Identity;
+use mapping::dialect::doc::Event;
 use mapping::dialect::mapping::{Stream, Until};
-use mapping::dialect::{self, mapping::Op};
+use mapping::dialect::{self, mapping::Op, Canonical};
 use mapping::task::Status;
 use store::Stored;
 
@@ -32,12 +32,12 @@ pub(super) fn start(
     t: Arc<Translated>,
     op: &Op,
     task_id: String,
-    answer: Value,
+    answer: Canonical<'_>,
     cx: &Cx<'_>,
 ) -> mpsc::Receiver<Bytes> {
     let (tx, rx) = mpsc::channel(BACKLOG);
     let key = op.key.clone();
-    let request = answer.get("request").cloned().unwrap_or(Value::Null);
+    let request = answer.request().cloned().unwrap_or(Value::Null);
     let request_id = cx.request_id.to_string();
     let identity = cx.identity.cloned();
     tokio::spawn(async move {
@@ -143,11 +143,13 @@ impl Follow<'_> {
         last: bool,
         tx: &mpsc::Sender<Bytes>,
     ) -> Result<(), String> {
-        let doc = json!({
-            "task": front_task(&stored.task),
-            "request": self.request,
-            "event": {"first": seq == 0, "last": last, "seq": seq},
-        });
+        let doc = Canonical::front_of(&stored.task)
+            .with_request(self.request.clone())
+            .with_event(Event {
+                first: seq == 0,
+                last,
+                seq,
+            });
         let ctx = self.t.front_ctx();
         for frame in &self.stream.frames {
             if frame

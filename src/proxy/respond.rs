@@ -15,7 +15,7 @@ use super::request_id;
 use crate::auth::challenge;
 use crate::engine::views::error_doc;
 use crate::error::ProxyError;
-use mapping::dialect::{self, Context, Mapping};
+use mapping::dialect::{self, Canonical, Context, Mapping};
 
 /// Answers the client with `err`, or does nothing when `err` is `None` (the client is gone) or
 /// the response has already started (the connection is then cut).
@@ -194,12 +194,12 @@ fn error_headers(err: &ProxyError) -> Vec<(&'static str, String)> {
 
 /// The canonical document an error is rendered from: the error, and what the front's
 /// `[request]` rules read from the request.
-fn doc(err: &ProxyError, request_id: &str, echo: Option<&serde_json::Value>) -> serde_json::Value {
-    let mut doc = error_doc(err, request_id);
-    if let Some(echo) = echo.filter(|e| e.is_object()) {
-        doc["request"] = echo.clone();
+fn doc(err: &ProxyError, request_id: &str, echo: Option<&serde_json::Value>) -> Canonical<'static> {
+    let doc = error_doc(err, request_id);
+    match echo.filter(|e| e.is_object()) {
+        Some(echo) => doc.with_request(echo.clone()),
+        None => doc,
     }
-    doc
 }
 
 /// The HTTP status of an error answer: the front's `[error] status` when it says one (JSON-RPC

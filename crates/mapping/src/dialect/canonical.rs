@@ -30,8 +30,8 @@ const OUT: &[&str] = &[
     "artifacts.*",
 ];
 
-/// The task's fields (its top-level ones are `Task`'s serde names, which `engine::views::BackDoc`
-/// relies on; a test there holds them to it).
+/// The task's fields (its top-level ones are `Task`'s serde names, which [`super::doc`]'s task
+/// view relies on; a test there holds them to it).
 pub const TASK: &[&str] = &[
     "id",
     "upstream_id",

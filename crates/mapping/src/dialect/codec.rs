@@ -71,8 +71,8 @@ pub struct Context<'a> {
 }
 
 /// A canonical document as rules read it: a JSON value, or a view that makes each part the first
-/// time a rule asks for it (a task for the back's request, whose mapping reads a few of its
-/// fields; see `engine::views::BackDoc`).
+/// time a rule asks for it (a task, whose fields a back's request reads a few of; see
+/// [`super::doc::Canonical`], the document the engine builds).
 pub trait Doc: Sync {
     /// The value at `path`, if any (null and absent are alike to rules).
     fn get(&self, path: &[String]) -> Option<&Value>;

@@ -54,7 +54,7 @@ pub struct Refusal {
 impl Op {
     /// Whether this request is answered with the result (when the task settles) rather than at
     /// once.
-    pub fn waits(&self, request: &Value, ctx: &super::Context<'_>) -> bool {
+    pub fn waits(&self, request: &dyn super::Doc, ctx: &super::Context<'_>) -> bool {
         match &self.wait {
             Some(w) => super::holds(w, request, ctx),
             None => self.returns == Returns::Result,

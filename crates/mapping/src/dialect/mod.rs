@@ -8,6 +8,7 @@ pub mod builtins;
 pub mod canonical;
 pub mod codec;
 pub mod compile;
+pub mod doc;
 pub mod expr;
 pub mod file;
 pub mod location;
@@ -20,6 +21,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use codec::{decode, decode_onto, encode, evaluate, holds, CodecError, Context, Doc, Message};
+pub use doc::{Canonical, Decoded};
 pub use mapping::Mapping;
 
 use crate::problem::{Location, Problem, Problems};
