@@ -8,6 +8,11 @@
 //! a back call:  canonical ─ encode (back mapping) ─► HTTP ─► upstream ─► decode (back mapping) ─► canonical
 //! ```
 //!
+//! "canonical" is one typed document ([`mapping::dialect::doc`]): the engine builds what rules
+//! read (`Canonical::front(task)`, `Canonical::back(&task).with_turn(n)`, `.with_request(..)`,
+//! `.with_charge(..)`) and takes what they wrote by name (`Decoded::task_patch`, `task_ref`,
+//! `search`, …), never by indexing a JSON document.
+//!
 //! The engine supplies what the back lacks: ids for the front (the store maps them to upstream
 //! ids), steps (synthesized, one per status), polling for a front that wants the result, background
 //! execution for a back that only answers with the result, `availability`, `input_schema` and

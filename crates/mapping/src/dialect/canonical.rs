@@ -1,7 +1,7 @@
 //! The canonical fields a mapping may name. `check` reports any other name as unknown, so a typo
 //! in a mapping is caught when it is loaded rather than when a message arrives.
 //!
-//! A document seen by a mapping has these roots:
+//! A document seen by a mapping has these roots (made from typed values in [`super::doc`]):
 //!
 //! | root | what |
 //! |---|---|
