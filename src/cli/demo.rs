@@ -23,7 +23,7 @@ const DEMO_CREDITS: i64 = 5;
 pub fn run(arg: &ConfigArg) -> ExitCode {
     // Before any thread exists: the demo makes up a development secret when none is set.
     if std::env::var_os(DEV_SECRET_ENV).is_none() {
-        std::env::set_var(DEV_SECRET_ENV, crate::proxy::request_id::generate());
+        std::env::set_var(DEV_SECRET_ENV, crate::request_id::generate());
     }
     let setup = match arg.load() {
         Ok(s) => s,

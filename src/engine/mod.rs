@@ -13,7 +13,6 @@
 //! execution for a back that only answers with the result, `availability`, `input_schema` and
 //! `search_tasks` from config, the mappings and the store. It knows no dialect by name.
 
-pub mod client;
 mod discover;
 mod follow;
 mod ops;
@@ -37,8 +36,9 @@ use crate::auth::Identity;
 use crate::config::{Access, Price, Route, Translation};
 use crate::error::ProxyError;
 use crate::metrics::Metrics;
-use crate::proxy::upstream::UpstreamState;
-use client::Client;
+use crate::upstream::Client;
+use crate::upstream::UpstreamError;
+use crate::upstream::UpstreamState;
 use mapping::dialect::mapping::{Op, Rules};
 use mapping::dialect::template::{parse_query, render_query};
 use mapping::dialect::{self, CodecError, Context, Doc, Mapping, Message};
@@ -486,12 +486,13 @@ impl Engine {
             .filter(|v| !v.is_empty());
         let target = match to {
             Some(to) => {
-                let (prefix, query) =
-                    discover::path_of(&to).ok_or_else(|| ProxyError::UpstreamInvalid {
+                let (prefix, query) = discover::path_of(&to).ok_or_else(|| {
+                    ProxyError::Upstream(UpstreamError::Invalid {
                         upstream: t.upstream.config.name.clone(),
                         dialect: t.back.name.clone(),
                         detail: format!("`{to}` is not a URL or path to call"),
-                    })?;
+                    })
+                })?;
                 discover::join(&prefix, &query, &path, &msg)
             }
             None => {
@@ -513,8 +514,8 @@ impl Engine {
         let answer = match self.client.call(&t.upstream, header, body).await {
             Ok(a) => a,
             Err(e) => {
-                *moved = matches!(e, ProxyError::UpstreamFailed { .. });
-                return Err(e);
+                *moved = matches!(e, UpstreamError::Failed { .. });
+                return Err(e.into());
             }
         };
         cx.spent.upstream += answer.took;
@@ -524,10 +525,10 @@ impl Engine {
             return Err(self.back_error(t, answer.status, parsed, &answer.body));
         }
         if !(200..300).contains(&answer.status) {
-            return Err(ProxyError::UpstreamFailed {
+            return Err(ProxyError::Upstream(UpstreamError::Failed {
                 upstream: t.upstream.config.name.clone(),
                 detail: format!("unexpected status {}", answer.status),
-            });
+            }));
         }
         let reply = Message {
             headers: answer.headers,
@@ -536,11 +537,11 @@ impl Engine {
         };
         let mut decoded = seed;
         dialect::decode_onto(response, &reply, &t.back_ctx(), &mut decoded).map_err(|e| {
-            ProxyError::UpstreamInvalid {
+            ProxyError::Upstream(UpstreamError::Invalid {
                 upstream: t.upstream.config.name.clone(),
                 dialect: t.back.name.clone(),
                 detail: e.to_string(),
-            }
+            })
         })?;
         if let Some(Value::Object(error)) = decoded.get("error") {
             let status = error
@@ -586,16 +587,16 @@ impl Engine {
     fn back_error_of(&self, t: &Translated, status: u16, message: String) -> ProxyError {
         let upstream = t.upstream.config.name.clone();
         if (400..500).contains(&status) {
-            ProxyError::UpstreamRejected {
+            ProxyError::Upstream(UpstreamError::Rejected {
                 upstream,
                 status,
                 message,
-            }
+            })
         } else {
-            ProxyError::UpstreamFailed {
+            ProxyError::Upstream(UpstreamError::Failed {
                 upstream,
                 detail: format!("status {status}: {message}"),
-            }
+            })
         }
     }
 }
@@ -631,7 +632,7 @@ fn request_header(
         .map_err(internal)?;
     h.insert_header(http::header::ACCEPT, "application/json")
         .map_err(internal)?;
-    h.insert_header(crate::proxy::request_id::HEADER, cx.request_id)
+    h.insert_header(crate::request_id::HEADER, cx.request_id)
         .map_err(internal)?;
     if let Some(b) = body {
         h.insert_header(http::header::CONTENT_TYPE, "application/json")
@@ -645,7 +646,8 @@ fn request_header(
     for (k, v) in &msg.headers {
         h.insert_header(k.clone(), v.as_str()).map_err(internal)?;
     }
-    crate::proxy::upstream::add_route_headers(&mut h, &t.access, cx.identity).map_err(internal)?;
+    crate::upstream::add_route_headers(&mut h, &t.access, cx.identity.map(|i| i.caller()))
+        .map_err(internal)?;
     Ok(h)
 }
 

@@ -12,6 +12,7 @@ use crate::auth::Identity;
 use crate::config::Validation;
 use crate::credits;
 use crate::error::ProxyError;
+use crate::upstream::UpstreamError;
 use mapping::dialect::mapping::{Op, Returns};
 use mapping::task::{Operation, Status, StepSource, TaskPatch};
 use masumi::attachment01::{Mode, Schema};
@@ -25,7 +26,7 @@ const UPDATE_ATTEMPTS: usize = 5;
 const MAX_TURNS: u32 = 10;
 
 pub(super) fn store_error(e: StoreError) -> ProxyError {
-    ProxyError::Store(e.to_string())
+    ProxyError::Store(e)
 }
 
 impl Engine {
@@ -287,11 +288,11 @@ impl Engine {
                 let value = at(&request, "input.params").cloned();
                 validate_against(schema, value, t.settings.validation).map_err(|e| match e {
                     SchemaProblem::Input(e) => e,
-                    SchemaProblem::Schema(msg) => ProxyError::UpstreamInvalid {
+                    SchemaProblem::Schema(msg) => ProxyError::Upstream(UpstreamError::Invalid {
                         upstream: t.upstream.config.name.clone(),
                         dialect: t.back.name.clone(),
                         detail: format!("its input request is not a valid schema: {msg}"),
-                    },
+                    }),
                 })?;
             }
         }
@@ -472,7 +473,7 @@ impl Engine {
             Ok(()) => {
                 json!({"availability": {"available": true, "message": "the agent's server is reachable"}})
             }
-            Err(why) => json!({"availability": {"available": false, "message": why}}),
+            Err(why) => json!({"availability": {"available": false, "message": why.detail()}}),
         })
     }
 
@@ -540,14 +541,13 @@ impl Engine {
                 }
                 Err(e) => return Err(e),
             };
-            let schema = doc
-                .get("schema")
-                .cloned()
-                .ok_or_else(|| ProxyError::UpstreamInvalid {
+            let schema = doc.get("schema").cloned().ok_or_else(|| {
+                ProxyError::Upstream(UpstreamError::Invalid {
                     upstream: t.upstream.config.name.clone(),
                     dialect: t.back.name.clone(),
                     detail: "no input schema in the answer".to_string(),
-                })?;
+                })
+            })?;
             self.schemas
                 .lock()
                 .insert(t.route.clone(), (Instant::now(), schema.clone()));
@@ -576,11 +576,11 @@ impl Engine {
         };
         validate_against(&schema, value, t.settings.validation).map_err(|e| match e {
             SchemaProblem::Input(e) => e,
-            SchemaProblem::Schema(msg) => ProxyError::UpstreamInvalid {
+            SchemaProblem::Schema(msg) => ProxyError::Upstream(UpstreamError::Invalid {
                 upstream: t.upstream.config.name.clone(),
                 dialect: t.back.name.clone(),
                 detail: format!("its input schema is not valid: {msg}"),
-            },
+            }),
         })
     }
 
@@ -737,11 +737,11 @@ impl Engine {
                         message: Some(format!("the agent's answer nests too deep: {detail}")),
                         ..TaskPatch::default()
                     };
-                    unstorable = Some(ProxyError::UpstreamInvalid {
+                    unstorable = Some(ProxyError::Upstream(UpstreamError::Invalid {
                         upstream: t.upstream.config.name.clone(),
                         dialect: t.back.name.clone(),
                         detail,
-                    });
+                    }));
                 }
                 Err(StoreError::Conflict) => {
                     stored = self
@@ -754,9 +754,8 @@ impl Engine {
                 Err(e) => return Err(store_error(e)),
             }
         }
-        Err(ProxyError::Store(
-            "the task kept changing under concurrent updates".to_string(),
-        ))
+        // Lost every race: the last conflict stands.
+        Err(ProxyError::Store(StoreError::Conflict))
     }
 
     /// A task whose call to the back was in flight when interlingua stopped (a synchronous
@@ -851,14 +850,14 @@ impl Engine {
                 if fop.timeout_answers_task {
                     return Ok(stored);
                 }
-                return Err(ProxyError::UpstreamTimeout {
+                return Err(ProxyError::Upstream(UpstreamError::Timeout {
                     upstream: t.upstream.config.name.clone(),
                     detail: format!(
                         "task `{}` did not finish within sync_timeout ({}); it goes on, and its credits settle when it ends",
                         stored.task.id,
                         humantime::format_duration(t.settings.sync_timeout)
                     ),
-                });
+                }));
             }
             let interval =
                 super::follow::follow_interval(now - start, t.settings.poll_max_interval);

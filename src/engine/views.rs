@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 use serde_json::{json, Map, Value};
 
 use crate::error::ProxyError;
+use crate::upstream::UpstreamError;
 use mapping::dialect::expr::walk;
 use mapping::dialect::{canonical, Doc};
 use mapping::task::time::serialize_rfc3339;
@@ -206,10 +207,12 @@ pub fn patch_from_back(
     if let Some(id) = task.remove("id") {
         task.insert("upstream_id".into(), id);
     }
-    serde_json::from_value(Value::Object(task)).map_err(|e| ProxyError::UpstreamInvalid {
-        upstream: upstream.to_string(),
-        dialect: dialect.to_string(),
-        detail: format!("it does not fit the canonical task: {e}"),
+    serde_json::from_value(Value::Object(task)).map_err(|e| {
+        ProxyError::Upstream(UpstreamError::Invalid {
+            upstream: upstream.to_string(),
+            dialect: dialect.to_string(),
+            detail: format!("it does not fit the canonical task: {e}"),
+        })
     })
 }
 

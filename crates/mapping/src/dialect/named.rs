@@ -20,7 +20,7 @@ use std::ops::Range;
 use toml::Spanned;
 
 use super::expr::Expr;
-use crate::config::Collector;
+use crate::problem::Collector;
 
 /// Checks the canonical fields and variables an expression reads, reporting at the span given.
 pub type PathCheck<'c> = dyn Fn(&Expr, Range<usize>, &str, &mut Collector<'_>) + 'c;
