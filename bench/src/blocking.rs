@@ -101,11 +101,8 @@ fn start_agent() -> Result<SocketAddr, String> {
             let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
                 return;
             };
-            interlingua::sample::mip003::serve(
-                listener,
-                interlingua::sample::Options { work: JOB },
-            )
-            .await;
+            interlingua::sample::mip003::serve(listener, interlingua::sample::Options::work(JOB))
+                .await;
         });
     });
     Ok(addr)
