@@ -11,12 +11,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::wait::eventually;
-use common::{client, config, full, sample_agent, Proxy, Upstream};
-use interlingua::sample;
+use common::{client, config, full, sample_agent, sample_agent_on, Proxy, Upstream};
+use interlingua::sample::{self, Clock};
+use interlingua::task::{SqliteStore, Status, Task, TaskQuery, TaskStore};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
 const DID: &str = "did:nv:0000000000000000000000000000000000000000000000000000000000000002";
+
+/// How long a job of the sample agent takes, by the clock the test moves.
+const WORK: Duration = Duration::from_millis(400);
 
 fn fixtures() -> String {
     format!(
@@ -85,33 +89,55 @@ async fn a_synchronous_back_runs_in_the_background_for_a_polling_front() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_synchronous_front_waits_for_an_asynchronous_back() {
-    let addr = sample_agent(sample::mip003::serve, Duration::from_millis(400)).await;
+    let clock = Clock::manual();
+    let addr = sample_agent_on(sample::mip003::serve, WORK, &clock).await;
     let proxy = Proxy::start(&route(
         addr,
         "sync_echo",
         "mip003",
         "poll_interval = \"50ms\"\npoll_max_interval = \"100ms\"",
     ));
-    let started = Instant::now();
-    let resp = client()
-        .post(proxy.url("/run"))
-        .json(&json!({"prompt": "hello"}))
-        .send()
-        .await
-        .unwrap();
+    let answer = tokio::spawn(
+        client()
+            .post(proxy.url("/run"))
+            .json(&json!({"prompt": "hello"}))
+            .send(),
+    );
+    // The job has started; halfway through, the proxy has seen it running and still waits.
+    stored_task(&proxy, "started at the agent", |t| t.upstream_id.is_some()).await;
+    clock.advance(WORK / 2);
+    stored_task(&proxy, "seen running", |t| t.status == Status::Running).await;
+    assert!(!answer.is_finished(), "it waits for the job");
+    clock.advance(WORK / 2);
+    let resp = answer.await.unwrap().unwrap();
     assert_eq!(resp.status(), 200);
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["status"], "done", "{body}");
     assert_eq!(body["output"], "HELLO");
-    assert!(
-        started.elapsed() >= Duration::from_millis(400),
-        "it waited for the job"
-    );
+}
+
+/// The route's one task once `holds` holds of it in the proxy's store; fails the test, naming
+/// `what`, after the deadline.
+async fn stored_task(proxy: &Proxy, what: &str, holds: impl Fn(&Task) -> bool) -> Task {
+    let store = SqliteStore::open(&proxy.data_dir()).unwrap();
+    let query = TaskQuery {
+        page: 1,
+        page_size: 1,
+        ..TaskQuery::default()
+    };
+    eventually(&format!("the task {what}"), || async {
+        match store.search(&query).await.unwrap().0.pop() {
+            Some(t) if holds(&t) => Ok(t),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_synchronous_front_gets_504_at_its_sync_timeout() {
-    let addr = sample_agent(sample::mip003::serve, Duration::from_secs(30)).await;
+    // A job whose clock never moves: it outlasts any sync_timeout.
+    let addr = sample_agent_on(sample::mip003::serve, WORK, &Clock::manual()).await;
     let proxy = Proxy::start(&route(
         addr,
         "sync_echo",
@@ -132,6 +158,8 @@ async fn a_synchronous_front_gets_504_at_its_sync_timeout() {
         message.contains("did not finish within sync_timeout (300ms)"),
         "{message}"
     );
+    // Real time: sync_timeout is the proxy's own timer, which no test clock reaches. The lower
+    // bound is what is tested (not answered before the timeout), the upper one only that it ends.
     let took = started.elapsed();
     assert!(
         took >= Duration::from_millis(300) && took < Duration::from_secs(5),
