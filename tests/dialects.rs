@@ -10,8 +10,9 @@ use std::time::Duration;
 use common::money::{paid_config, paid_route, Admin};
 use common::secrets::token;
 use common::wait::{eventually, states};
-use common::{client, sample_agent, status_and_json, Proxy};
-use interlingua::sample;
+use common::{client, sample_agent, sample_agent_on, status_and_json, Proxy};
+use interlingua::sample::{self, Clock};
+use interlingua::task::Status;
 use serde_json::{json, Value};
 
 /// How long a sample job takes in these tests.
@@ -27,7 +28,12 @@ struct World {
 }
 
 async fn world() -> World {
-    let mip = sample_agent(sample::mip003::serve, WORK).await;
+    world_on(&Clock::default()).await
+}
+
+/// [`world`], the MIP-003 agent's jobs going by `clock`.
+async fn world_on(clock: &Clock) -> World {
+    let mip = sample_agent_on(sample::mip003::serve, WORK, clock).await;
     let a2a = sample_agent(sample::a2a::serve, WORK).await;
     let openai = sample_agent(sample::openai::serve, WORK).await;
     let lmos = sample_agent(sample::lmos::serve, WORK).await;
@@ -157,7 +163,9 @@ impl World {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a2a_front_runs_a_mip003_agent_through_input_to_completion_and_charges_once() {
-    let w = world().await;
+    // The job moves on when the test says: each of its states is seen, however slow the host.
+    let clock = Clock::manual();
+    let w = world_on(&clock).await;
     w.admin.grant("ann", 5).await;
     let (status, v) = w
         .post(
@@ -183,10 +191,28 @@ async fn a2a_front_runs_a_mip003_agent_through_input_to_completion_and_charges_o
         "{v}"
     );
 
-    let (states, waiting) = w.a2a_poll("ann", &id, &["TASK_STATE_INPUT_REQUIRED"]).await;
-    assert!(
-        states.contains(&"TASK_STATE_WORKING".to_string()),
-        "{states:?}"
+    let (mut states, mut waiting) = (Vec::<String>::new(), Value::Null);
+    for (after, until) in [
+        (Duration::ZERO, "TASK_STATE_SUBMITTED"),
+        (WORK / 4, "TASK_STATE_WORKING"),
+        (WORK / 4, "TASK_STATE_INPUT_REQUIRED"),
+    ] {
+        clock.advance(after);
+        let (seen, task) = w.a2a_poll("ann", &id, &[until]).await;
+        for s in seen {
+            if states.last() != Some(&s) {
+                states.push(s);
+            }
+        }
+        waiting = task;
+    }
+    assert_eq!(
+        states,
+        [
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_INPUT_REQUIRED"
+        ],
     );
     assert!(
         waiting["status"]["message"]["parts"][0]["text"]
@@ -196,14 +222,22 @@ async fn a2a_front_runs_a_mip003_agent_through_input_to_completion_and_charges_o
         "{waiting}"
     );
 
-    // The answer goes to the task; a blocking send answers when the task has settled.
-    let (status, v) = w
-        .post(
-            "/a2a",
-            "ann",
-            rpc(8, "SendMessage", json!({"message": {"messageId": "m-2", "role": "ROLE_USER", "taskId": id, "parts": [{"text": "please"}]}})),
-        )
-        .await;
+    // The answer goes to the task; a blocking send answers when the task has settled: once the
+    // agent has the input and the proxy has seen the task running again, the job finishes.
+    let answer = w.post(
+        "/a2a",
+        "ann",
+        rpc(8, "SendMessage", json!({"message": {"messageId": "m-2", "role": "ROLE_USER", "taskId": id, "parts": [{"text": "please"}]}})),
+    );
+    let finish = async {
+        w.proxy
+            .latest_task("given its input", |t| {
+                t.turn == 2 && t.status == Status::Running
+            })
+            .await;
+        clock.advance(WORK / 2);
+    };
+    let ((status, v), ()) = tokio::join!(answer, finish);
     assert_eq!(status, 200, "{v}");
     let done = &v["result"]["task"];
     assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{v}");

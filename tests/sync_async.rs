@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use common::wait::eventually;
 use common::{client, config, full, sample_agent, sample_agent_on, Proxy, Upstream};
 use interlingua::sample::{self, Clock};
-use interlingua::task::{SqliteStore, Status, Task, TaskQuery, TaskStore};
+use interlingua::task::Status;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
@@ -104,9 +104,13 @@ async fn a_synchronous_front_waits_for_an_asynchronous_back() {
             .send(),
     );
     // The job has started; halfway through, the proxy has seen it running and still waits.
-    stored_task(&proxy, "started at the agent", |t| t.upstream_id.is_some()).await;
+    proxy
+        .latest_task("started at the agent", |t| t.upstream_id.is_some())
+        .await;
     clock.advance(WORK / 2);
-    stored_task(&proxy, "seen running", |t| t.status == Status::Running).await;
+    proxy
+        .latest_task("seen running", |t| t.status == Status::Running)
+        .await;
     assert!(!answer.is_finished(), "it waits for the job");
     clock.advance(WORK / 2);
     let resp = answer.await.unwrap().unwrap();
@@ -114,24 +118,6 @@ async fn a_synchronous_front_waits_for_an_asynchronous_back() {
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["status"], "done", "{body}");
     assert_eq!(body["output"], "HELLO");
-}
-
-/// The route's one task once `holds` holds of it in the proxy's store; fails the test, naming
-/// `what`, after the deadline.
-async fn stored_task(proxy: &Proxy, what: &str, holds: impl Fn(&Task) -> bool) -> Task {
-    let store = SqliteStore::open(&proxy.data_dir()).unwrap();
-    let query = TaskQuery {
-        page: 1,
-        page_size: 1,
-        ..TaskQuery::default()
-    };
-    eventually(&format!("the task {what}"), || async {
-        match store.search(&query).await.unwrap().0.pop() {
-            Some(t) if holds(&t) => Ok(t),
-            other => Err(format!("{other:?}")),
-        }
-    })
-    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

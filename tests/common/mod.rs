@@ -38,6 +38,7 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use interlingua::sample::{Clock, Options};
 use interlingua::server::{Server, ShutdownHandle, ShutdownReport};
+use interlingua::task::{SqliteStore, Task, TaskQuery, TaskStore};
 use tokio::net::TcpListener;
 use wait::wait_until;
 
@@ -376,6 +377,30 @@ impl Proxy {
     pub async fn client_timeouts_showing(&self, kind: &str, n: usize) {
         let line = format!("interlingua_client_timeouts_total{{kind=\"{kind}\"}} {n}");
         self.metrics_showing(&[&line]).await;
+    }
+
+    /// The newest task in the proxy's store once `holds` holds of it (a stage of its life the
+    /// test waits for, as the proxy stored it); fails the test, naming `what`, after the deadline.
+    pub async fn latest_task(&self, what: &str, holds: impl Fn(&Task) -> bool) -> Task {
+        let store = SqliteStore::open(&self.data_dir()).expect("the proxy's store");
+        let newest = TaskQuery {
+            page: 1,
+            page_size: 1,
+            ..TaskQuery::default()
+        };
+        wait::eventually(&format!("the task {what}"), || async {
+            match store
+                .search(&newest)
+                .await
+                .map_err(|e| e.to_string())?
+                .0
+                .pop()
+            {
+                Some(t) if holds(&t) => Ok(t),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await
     }
 
     /// The data directory (the task store and ledger live there).
