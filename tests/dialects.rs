@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::money::{paid_config, paid_route, Admin};
 use common::secrets::token;
 use common::wait::{eventually, states};
-use common::{client, sample_agent, sample_agent_on, status_and_json, Proxy};
+use common::{client, sample_agent_on, status_and_json, Proxy};
 use interlingua::sample::{self, Clock};
 use interlingua::task::Status;
 use serde_json::{json, Value};
@@ -25,6 +25,10 @@ struct World {
     proxy: Proxy,
     admin: Admin,
     http: reqwest::Client,
+    /// The clock of the A2A, chat and LMOS agents behind `/to-<back>`: [`World::job`] moves it a
+    /// job's time on each look at a job, so that the job is done when the test looks for its
+    /// outcome.
+    backs: Clock,
 }
 
 async fn world() -> World {
@@ -34,11 +38,14 @@ async fn world() -> World {
 /// [`world`], the MIP-003 agent's jobs going by `clock`.
 async fn world_on(clock: &Clock) -> World {
     let mip = sample_agent_on(sample::mip003::serve, WORK, clock).await;
-    let a2a = sample_agent(sample::a2a::serve, WORK).await;
-    let openai = sample_agent(sample::openai::serve, WORK).await;
-    let lmos = sample_agent(sample::lmos::serve, WORK).await;
-    let mae = sample_agent(sample::mae::serve, WORK).await;
-    let nearai = sample_agent(sample::nearai::serve, WORK).await;
+    let backs = Clock::manual();
+    let a2a = sample_agent_on(sample::a2a::serve, WORK, &backs).await;
+    let openai = sample_agent_on(sample::openai::serve, WORK, &backs).await;
+    let lmos = sample_agent_on(sample::lmos::serve, WORK, &backs).await;
+    // On the real clock: MultiAgentEval answers each turn, input included, only after its work
+    // (a call no poll could move on), and NEAR AI orders a thread's messages by when they came.
+    let mae = sample_agent_on(sample::mae::serve, WORK, &Clock::default()).await;
+    let nearai = sample_agent_on(sample::nearai::serve, WORK, &Clock::default()).await;
     let mut rest = String::new();
     for (name, addr) in [
         ("mip", mip),
@@ -78,6 +85,7 @@ async fn world_on(clock: &Clock) -> World {
         admin: Admin::new(&proxy),
         proxy,
         http: client(),
+        backs,
     }
 }
 
@@ -484,6 +492,7 @@ impl World {
     /// answer.
     async fn job(&self, route: &str, sub: &str, job: &str, until: &[&str]) -> (Vec<String>, Value) {
         states(&format!("{route}: job {job}"), until, || async {
+            self.backs.advance(WORK);
             let (status, v) = self
                 .get(&format!("/{route}/status?job_id={job}"), sub)
                 .await;
