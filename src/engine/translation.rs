@@ -1,7 +1,7 @@
 //! The engine's translation steps, pure: what a front request reads as, the task a create
 //! makes, the documents a back is sent, what its answers say, how they fold into the task, and
 //! what a front is answered. No store, no sockets, no clock of their own (the caller says when):
-//! the operations in [`super::ops`] and [`super`] call these between their I/O, and so do the
+//! the engine's operations (`ops.rs`, `mod.rs`) call these between their I/O, and so do the
 //! golden tests (`tests/golden.rs`), so that a snapshot is what a peer of the engine gets.
 
 use chrono::{DateTime, Utc};
