@@ -76,8 +76,8 @@ pub fn run(arg: &ConfigArg) -> ExitCode {
     };
     let options = Options::default();
     rt.spawn(samples::echo::serve(l1));
-    rt.spawn(samples::mip003::serve(l2, options));
-    rt.spawn(samples::nevermined::serve(l3, options));
+    rt.spawn(samples::mip003::serve(l2, options.clone()));
+    rt.spawn(samples::nevermined::serve(l3, options.clone()));
 
     // Top the demo account up to a few credits, so that a run shows tasks being paid for and,
     // after a few, a 402.

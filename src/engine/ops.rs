@@ -6,15 +6,15 @@ use std::time::Instant;
 use chrono::Utc;
 use serde_json::{json, Value};
 
-use super::views::{self, at, back_task, doc, front_task, patch_from_back, text_at, BackDoc};
-use super::{Cx, Engine, Spent, Translated};
+use super::views::{at, doc, front_task, patch_from_back, text_at, BackDoc};
+use super::{translation, Cx, Engine, Spent, Translated};
 use crate::auth::Identity;
 use crate::config::Validation;
 use crate::credits;
 use crate::error::ProxyError;
 use crate::upstream::UpstreamError;
 use mapping::dialect::mapping::{Op, Returns};
-use mapping::task::{Operation, Status, StepSource, TaskPatch};
+use mapping::task::{Operation, Status, TaskPatch};
 use masumi::attachment01::{Mode, Schema};
 use store::{Hold, Settlement};
 use store::{StoreError, Stored, TaskQuery};
@@ -50,16 +50,12 @@ impl Engine {
         }
         let now = Utc::now();
         let mut task = mapping::task::Task::new(&t.route, now);
-        views::apply_draft(&mut task, &request);
-        task.turn = 1;
+        translation::start_task(&mut task, &request, &t.back, now);
         // A task the client put in no conversation is a conversation of its own.
         task.conversation.get_or_insert_with(|| task.id.clone());
         if let Some(id) = cx.identity {
             task.subject = Some(id.subject.clone());
             task.plan = id.plan.clone();
-        }
-        if t.back.steps == StepSource::Synthesized {
-            task.start_steps(now);
         }
         // The task row, and the credits it holds, exist before anything happens upstream: nothing
         // is started that interlingua does not know about, or that the plan cannot pay for.
@@ -121,13 +117,8 @@ impl Engine {
             }
         };
         let mut patch = patch_from_back(&answer, &t.upstream.config.name, &t.back.name)?;
-        if back_op.returns == Returns::Result && patch.status.is_none() {
-            patch.status = Some(Status::Completed);
-        }
-        // A back without ids of its own (a turn-based agent) knows the task by interlingua's.
-        patch
-            .upstream_id
-            .get_or_insert_with(|| stored.task.id.clone());
+        translation::created_patch(&mut patch, back_op);
+        translation::default_upstream_id(&mut patch, &stored.task.id);
         let mut stored = self.apply(t, stored, patch, cx).await?;
         stored = self.pay_for(t, stored, cx).await?;
         if !stored.task.status.is_terminal() {
@@ -137,7 +128,7 @@ impl Engine {
         }
         if waits {
             stored = self.wait_until_settled(t, fop, stored, cx).await?;
-            failed_as_error(fop, &stored)?;
+            translation::failed_as_error(fop, &stored.task)?;
         }
         Ok(doc([("task", front_task(&stored.task))]))
     }
@@ -182,11 +173,8 @@ impl Engine {
                 return;
             }
             turns += 1;
-            let mut back = back_task(&stored.task);
-            back["turn"] = json!(stored.task.turn + turns - 1);
-            let answer = self
-                .call_back(t, Operation::GetTask, &doc([("task", back)]), &mut cx)
-                .await;
+            let back = translation::turn_doc(&stored.task, stored.task.turn + turns - 1);
+            let answer = self.call_back(t, Operation::GetTask, &back, &mut cx).await;
             match self.settle_sync(t, stored, answer, &mut cx).await {
                 Some(s) => stored = s,
                 None => return,
@@ -209,7 +197,7 @@ impl Engine {
         {
             Ok(mut p) => {
                 p.status.get_or_insert(Status::Completed);
-                p.upstream_id.get_or_insert_with(|| task_id.clone());
+                translation::default_upstream_id(&mut p, &task_id);
                 p
             }
             Err(e) => {
@@ -269,11 +257,7 @@ impl Engine {
                 task.status.name()
             )));
         }
-        let waiting = task
-            .steps
-            .iter()
-            .rposition(|s| s.status == Status::AwaitingInput)
-            .or(task.steps.len().checked_sub(1));
+        let waiting = translation::waiting_step(task);
         if let (Some(wanted), Some(i)) = (text_at(&request, "step.id"), waiting) {
             if task.steps[i].id != wanted {
                 return Err(ProxyError::Conflict(format!(
@@ -296,16 +280,7 @@ impl Engine {
                 })?;
             }
         }
-        let mut back = back_task(task);
-        back["turn"] = json!(task.turn + 1);
-        let back_step = waiting
-            .and_then(|i| back.get("steps").and_then(|s| s.get(i)).cloned())
-            .unwrap_or(Value::Null);
-        let back_doc = doc([
-            ("task", back),
-            ("step", back_step),
-            ("input", input.clone()),
-        ]);
+        let back_doc = translation::provide_input_doc(task, waiting, input.clone());
         // No refresh of this task runs between the input reaching the back and the task being
         // stored as running again: one that did could see the agent already done and store the
         // end first, and the step the input started would never be recorded (payments-py's
@@ -318,22 +293,12 @@ impl Engine {
         // What the back said in answer (a synchronous back: its next state), else running
         // again, as far as interlingua knows; the next poll of the back says more.
         let mut patch = patch_from_back(&answer, &t.upstream.config.name, &t.back.name)?;
-        patch.status.get_or_insert(Status::Running);
-        patch.upstream_id = None;
-        patch.next_turn = true;
-        if let Some(i) = waiting {
-            let given = mapping::task::Input {
-                text: text_at(&input, "text"),
-                params: at(&input, "params").cloned(),
-                artifacts: None,
-            };
-            patch.answered = Some((stored.task.steps[i].id.clone(), given));
-        }
+        translation::input_patch(&mut patch, &stored.task, waiting, &input);
         let mut stored = self.apply(t, stored, patch, cx).await?;
         drop(last_refresh);
         if fop.waits(&request_doc, &t.front_ctx()) {
             stored = self.wait_until_settled(t, fop, stored, cx).await?;
-            failed_as_error(fop, &stored)?;
+            translation::failed_as_error(fop, &stored.task)?;
         }
         let step = waiting
             .and_then(|i| {
@@ -690,16 +655,12 @@ impl Engine {
         mut patch: TaskPatch,
         cx: &mut Cx<'_>,
     ) -> Result<Stored, ProxyError> {
-        // A back that asks for input without saying what: the input its mapping declares.
-        if patch.status == Some(Status::AwaitingInput) && patch.input_request.is_none() {
-            patch.input_request = t.back.input_schema.clone();
-        }
         // Set when the patch could not be stored: the task then fails instead, and the caller
         // hears why.
         let mut unstorable: Option<ProxyError> = None;
         for _ in 0..UPDATE_ATTEMPTS {
             let mut task = stored.task.clone();
-            let seen = task.observe(patch.clone(), t.back.steps, Utc::now());
+            let seen = translation::fold(&mut task, patch.clone(), &t.back, Utc::now());
             if !seen.changed {
                 return match unstorable {
                     Some(e) => Err(e),
@@ -865,21 +826,6 @@ impl Engine {
             stored = self.refresh_within(t, stored, interval, cx).await?;
         }
     }
-}
-
-/// A front that answers a failed task as an error (`failed = "error"`): the agent's words, or
-/// why interlingua gave up, as the message.
-fn failed_as_error(fop: &Op, stored: &Stored) -> Result<(), ProxyError> {
-    if fop.failed_as_error && stored.task.status == Status::Failed {
-        let task = &stored.task;
-        let message = task
-            .message
-            .clone()
-            .or_else(|| task.output.text.clone())
-            .unwrap_or_else(|| format!("task `{}` failed", task.id));
-        return Err(ProxyError::TaskFailed { message });
-    }
-    Ok(())
 }
 
 /// The page a search asks for (from 1) and its size (1 to 1000; 10 unless said).
