@@ -2,6 +2,10 @@
 //! responses happens in exactly one place: `proxy::respond`.
 
 use pingora::{Error as PingoraError, ErrorSource, ErrorType};
+use store::StoreError;
+
+use crate::upstream::error::describe;
+use crate::upstream::UpstreamError;
 
 /// Why a request did not get the upstream's answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -21,13 +25,9 @@ pub enum ProxyError {
     /// The listener already holds its `max_connections`.
     #[error("too many connections; retry later")]
     TooManyConnections,
-    /// The upstream refused, reset or broke the connection, or answered with something that is
-    /// not HTTP.
-    #[error("upstream `{upstream}` failed: {detail}")]
-    UpstreamFailed { upstream: String, detail: String },
-    /// The upstream did not answer within its timeouts.
-    #[error("upstream `{upstream}` timed out: {detail}")]
-    UpstreamTimeout { upstream: String, detail: String },
+    /// The route's upstream failed, timed out, or answered what the back mapping cannot use.
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
     /// A translated route has no operation for this method and path.
     #[error("no operation for {method} {path} on this route")]
     NoOperation { method: String, path: String },
@@ -63,22 +63,6 @@ pub enum ProxyError {
     /// Neither the back dialect nor interlingua can do this operation.
     #[error("`{operation}` is not supported by this route's agent")]
     Unsupported { operation: String },
-    /// The upstream answered, but not in a way the back mapping can read.
-    #[error(
-        "upstream `{upstream}` answered something the `{dialect}` mapping cannot read: {detail}"
-    )]
-    UpstreamInvalid {
-        upstream: String,
-        dialect: String,
-        detail: String,
-    },
-    /// The upstream refused the request as a client error (its 4xx), with its reason.
-    #[error("upstream `{upstream}` refused the request: {message}")]
-    UpstreamRejected {
-        upstream: String,
-        status: u16,
-        message: String,
-    },
     /// The agent failed the task, on a front that answers a failure as an error.
     #[error("the agent failed the task: {message}")]
     TaskFailed { message: String },
@@ -99,7 +83,7 @@ pub enum ProxyError {
     RateLimited(crate::limit::Refusal),
     /// The task store failed.
     #[error("task store: {0}")]
-    Store(String),
+    Store(#[from] StoreError),
     /// A fault of the proxy itself.
     #[error("internal error: {0}")]
     Internal(String),
@@ -128,8 +112,8 @@ impl ProxyError {
             ProxyError::BadRequest(_) => 400,
             ProxyError::ClientTimeout => 408,
             ProxyError::TooManyConnections => 503,
-            ProxyError::UpstreamFailed { .. } => 502,
-            ProxyError::UpstreamTimeout { .. } => 504,
+            ProxyError::Upstream(UpstreamError::Failed { .. }) => 502,
+            ProxyError::Upstream(UpstreamError::Timeout { .. }) => 504,
             ProxyError::NoOperation { .. } => 404,
             ProxyError::NotJson(_)
             | ProxyError::InvalidRequest(_)
@@ -139,9 +123,9 @@ impl ProxyError {
             ProxyError::Conflict(_) | ProxyError::TaskEnded(_) => 409,
             ProxyError::Refused { status, .. } => *status,
             ProxyError::Unsupported { .. } => 501,
-            ProxyError::UpstreamInvalid { .. } => 502,
+            ProxyError::Upstream(UpstreamError::Invalid { .. }) => 502,
             // A client error upstream is the client's error here too; anything odd is ours.
-            ProxyError::UpstreamRejected { status, .. } => match status {
+            ProxyError::Upstream(UpstreamError::Rejected { status, .. }) => match status {
                 400 | 404 | 409 | 413 => *status,
                 _ => 400,
             },
@@ -163,8 +147,8 @@ impl ProxyError {
             ProxyError::BadRequest(_) => "bad_request",
             ProxyError::ClientTimeout => "request_timeout",
             ProxyError::TooManyConnections => "too_many_connections",
-            ProxyError::UpstreamFailed { .. } => "upstream_failed",
-            ProxyError::UpstreamTimeout { .. } => "upstream_timeout",
+            ProxyError::Upstream(UpstreamError::Failed { .. }) => "upstream_failed",
+            ProxyError::Upstream(UpstreamError::Timeout { .. }) => "upstream_timeout",
             ProxyError::NoOperation { .. } => "no_operation",
             ProxyError::NotJson(_) => "invalid_json",
             ProxyError::InvalidRequest(_) | ProxyError::InvalidField { .. } => "invalid_request",
@@ -173,8 +157,8 @@ impl ProxyError {
             ProxyError::Conflict(_) | ProxyError::TaskEnded(_) => "conflict",
             ProxyError::Refused { .. } => "refused",
             ProxyError::Unsupported { .. } => "unsupported",
-            ProxyError::UpstreamInvalid { .. } => "upstream_invalid_response",
-            ProxyError::UpstreamRejected { .. } => "upstream_rejected",
+            ProxyError::Upstream(UpstreamError::Invalid { .. }) => "upstream_invalid_response",
+            ProxyError::Upstream(UpstreamError::Rejected { .. }) => "upstream_rejected",
             ProxyError::TaskFailed { .. } => "task_failed",
             ProxyError::Unauthorized(_) => "unauthorized",
             ProxyError::Forbidden { .. } => "forbidden",
@@ -202,18 +186,12 @@ impl ProxyError {
         if let Some(ours) = e.root_cause().downcast_ref::<ProxyError>() {
             return Some(ours.clone());
         }
-        let detail = || describe(e);
-        let upstream_failed = || ProxyError::UpstreamFailed {
-            upstream: upstream.to_string(),
-            detail: detail(),
-        };
-        let upstream_timeout = || ProxyError::UpstreamTimeout {
-            upstream: upstream.to_string(),
-            detail: detail(),
-        };
+        if let Some(upstream) = UpstreamError::from_pingora(e, upstream) {
+            return Some(ProxyError::Upstream(upstream));
+        }
         use ErrorType::*;
         match (e.esource(), e.etype()) {
-            (_, HTTPStatus(code)) => Some(from_status(*code, detail())),
+            (_, HTTPStatus(code)) => Some(from_status(*code, describe(e))),
             (ErrorSource::Downstream, ReadTimedout) => Some(ProxyError::ClientTimeout),
             (
                 ErrorSource::Downstream,
@@ -225,16 +203,7 @@ impl ProxyError {
                 "malformed request ({})",
                 kind.as_str()
             ))),
-            (_, ConnectTimedout | ReadTimedout | WriteTimedout | TLSHandshakeTimedout) => {
-                Some(upstream_timeout())
-            }
-            (ErrorSource::Upstream, _) => Some(upstream_failed()),
-            (
-                _,
-                ConnectRefused | ConnectNoRoute | ConnectError | ConnectProxyFailure
-                | TLSHandshakeFailure,
-            ) => Some(upstream_failed()),
-            _ => Some(ProxyError::Internal(detail())),
+            _ => Some(ProxyError::Internal(describe(e))),
         }
     }
 }
@@ -252,30 +221,15 @@ fn from_status(code: u16, detail: String) -> ProxyError {
         408 => ProxyError::ClientTimeout,
         413 => ProxyError::BodyTooLarge { limit: 0 },
         400..=499 => ProxyError::BadRequest(detail),
-        504 => ProxyError::UpstreamTimeout {
+        504 => ProxyError::Upstream(UpstreamError::Timeout {
             upstream: String::new(),
             detail,
-        },
-        502 | 503 => ProxyError::UpstreamFailed {
+        }),
+        502 | 503 => ProxyError::Upstream(UpstreamError::Failed {
             upstream: String::new(),
             detail,
-        },
+        }),
         _ => ProxyError::Internal(detail),
-    }
-}
-
-/// What a client is told of a pingora error: its kind (`ConnectRefused`, `InvalidChunk`,
-/// `ReadTimedout`), in words where pingora's name says little. Never its context or cause.
-fn describe(e: &PingoraError) -> String {
-    use ErrorType::*;
-    match e.etype() {
-        ConnectRefused => "the connection was refused".to_string(),
-        ConnectTimedout => "no connection within connect_timeout".to_string(),
-        ReadTimedout => "no answer within read_timeout".to_string(),
-        WriteTimedout => "the request could not be sent within read_timeout".to_string(),
-        ConnectionClosed => "the connection was closed".to_string(),
-        ReadError | WriteError => "the connection broke".to_string(),
-        other => other.as_str().to_string(),
     }
 }
 

@@ -10,8 +10,8 @@ use crate::engine::watch::Watcher;
 use crate::engine::{Engine, Translated};
 use crate::limit::RouteLimits;
 use crate::metrics::Metrics;
-use crate::proxy::routing::RouteTable;
-use crate::proxy::upstream::Upstreams;
+use crate::routing::RouteTable;
+use crate::upstream::Upstreams;
 use mapping::dialect::Dialects;
 use store::SqliteStore;
 

@@ -79,7 +79,9 @@ async fn valid_tokens_of_every_key_type_pass_and_stay_out_of_the_upstream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remembered_token_is_refused_once_it_expires() {
     let (proxy, upstream) = protected("").await;
-    // Expired 3 s ago: accepted within the 5 s leeway, refused about two seconds later.
+    // Expired 3 s ago: accepted within the 5 s leeway, refused about two seconds later. Real
+    // time: the proxy checks `exp` against the system clock, in whole seconds, and 2 s is the
+    // margin a loaded host needs between making the token and its first use.
     let exp = chrono::Utc::now().timestamp() - 3;
     let token = format!("Bearer {}", hs(&claims(json!({ "exp": exp }))));
     let (status, _, body) = call(&proxy, Some(&token)).await;

@@ -57,6 +57,7 @@ async fn a_header_dripped_a_byte_at_a_time_is_cut_off_with_408() {
         assert_eq!(answer.status, 408, "{answer}");
         assert_eq!(error_of(&answer.body_text()).0, "request_timeout");
         assert_eq!(answer.header("connection").as_deref(), Some("close"));
+        // Real time: client_header_timeout is the server's timer on a real socket.
         assert!(
             waited >= Duration::from_millis(300),
             "cut off after {waited:?}"
@@ -94,6 +95,7 @@ async fn a_connection_idle_after_its_answer_is_closed_at_the_keepalive_timeout()
     let rest = wait_closed(&mut conn).await;
     let idle = answered.elapsed();
     assert!(rest.is_empty(), "nothing more is sent: {rest:?}");
+    // Real time: keepalive_timeout is the server's timer on a real socket.
     assert!(idle >= Duration::from_millis(250), "closed after {idle:?}");
     // A connection that never sends a byte is closed too, without an answer.
     let mut silent = TcpStream::connect(proxy.addr).await.expect("connect");

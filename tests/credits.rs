@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::cell::Cell;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
@@ -13,12 +14,16 @@ use common::money::{paid_config, paid_route, Admin};
 use common::process::{interlingua, serve};
 use common::secrets::{auth_table, token, ADMIN_TOKEN};
 use common::wait::eventually;
-use common::{client, config, sample_agent, Proxy, Upstream};
+use common::{client, config, sample_agent, sample_agent_on, Proxy, Upstream};
+use samples::Clock;
 use serde_json::{json, Value};
 use store::Account;
 use store::{SqliteStore, TaskStore};
 
 const DID: &str = "did:nv:0000000000000000000000000000000000000000000000000000000000000003";
+
+/// How long a job of the agents here takes, by a clock the test moves when it wants the job done.
+const WORK: Duration = Duration::from_millis(300);
 
 /// A priced Nevermined-front route `paid` to a MIP-003 agent (upstream `mip`): each task holds 1
 /// credit and costs 1. The data directory is `data_dir`.
@@ -123,7 +128,8 @@ async fn of_200_concurrent_tasks_exactly_the_50_the_balance_covers_are_accepted(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_polled_100_times_is_captured_once() {
-    let agent = sample_agent(samples::mip003::serve, Duration::from_millis(300)).await;
+    let clock = Clock::manual();
+    let agent = sample_agent_on(samples::mip003::serve, WORK, &clock).await;
     let proxy = Proxy::start(&priced(agent, "{data_dir}"));
     let admin = Admin::new(&proxy);
     admin.grant("bob", 5).await;
@@ -136,22 +142,36 @@ async fn a_step_polled_100_times_is_captured_once() {
     let task_id = created["task"]["task_id"].as_str().unwrap().to_string();
     let path = proxy.url(&format!("/api/v1/agents/{DID}/tasks/{task_id}"));
     let http = client();
-    let mut reported = 0u64;
-    let mut completed = false;
-    for _ in 0..100 {
+    let (reported, polls) = (Cell::new(0u64), Cell::new(0));
+    // One poll, counted, with what it reports charged: the task's status.
+    let poll = || async {
         let resp = http.get(&path).bearer_auth(&bearer).send().await.unwrap();
-        reported += resp.headers()["nvmcreditsconsumed"]
+        let charged = resp.headers()["nvmcreditsconsumed"]
             .to_str()
             .unwrap()
             .parse::<u64>()
             .unwrap();
         let body: Value = resp.json().await.unwrap();
-        completed |= body["task"]["task_status"] == "Completed";
-        if !completed {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        reported.set(reported.get() + charged);
+        polls.set(polls.get() + 1);
+        body["task"]["task_status"].as_str().unwrap().to_string()
+    };
+    // The agent's clock stands still: the job cannot finish while these look at it.
+    for _ in 0..50 {
+        assert_ne!(poll().await, "Completed");
     }
-    assert!(completed);
+    clock.advance(WORK);
+    eventually("the job done", || async {
+        match poll().await {
+            s if s == "Completed" => Ok(()),
+            s => Err(s),
+        }
+    })
+    .await;
+    while polls.get() < 100 {
+        assert_eq!(poll().await, "Completed");
+    }
+    let reported = reported.get();
     assert!(
         reported <= 1,
         "a charge is reported once at most: {reported}"
@@ -258,7 +278,9 @@ async fn cli_settled(config: &Path, subject: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_running_when_the_proxy_is_killed_settle_exactly_once_after_a_restart() {
-    let agent = sample_agent(samples::mip003::serve, Duration::from_millis(1500)).await;
+    // The jobs are half done when the first proxy is killed, and stand still until it is gone.
+    let clock = Clock::manual();
+    let agent = sample_agent_on(samples::mip003::serve, WORK, &clock).await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("interlingua.toml");
     std::fs::write(
@@ -301,10 +323,12 @@ async fn tasks_running_when_the_proxy_is_killed_settle_exactly_once_after_a_rest
             .unwrap();
         assert_eq!(resp.status(), 201);
     }
+    clock.advance(WORK / 2);
     // Killed mid-flight: no graceful anything.
     first.kill();
     let during = cli_balance(&file, "dave");
     assert_eq!(during["held"], 5, "{during}");
+    clock.advance(WORK / 2);
 
     let second = serve(&file, Stdio::null());
     let settled = cli_settled(&file, "dave").await;
@@ -395,7 +419,8 @@ async fn a_burst_over_the_rate_limit_gets_429_and_other_subjects_are_unaffected(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operation_fees_are_charged_once_per_request_id() {
-    let agent = sample_agent(samples::mip003::serve, Duration::from_secs(30)).await;
+    // A clock that never moves: the task runs for the whole test.
+    let agent = sample_agent_on(samples::mip003::serve, WORK, &Clock::manual()).await;
     let cfg = priced(agent, "{data_dir}").replace(
         "price = { hold = 1, step = 1 }",
         "price = { hold = 5, step = 1, operations = { get_task = 2 } }",
@@ -519,8 +544,8 @@ async fn the_admin_api_needs_its_token_and_revokes_only_what_is_available() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_synchronous_call_lost_with_a_killed_proxy_fails_its_task_and_frees_its_hold() {
-    // A chat model slow enough to be killed mid-call.
-    let model = sample_agent(samples::openai::serve, Duration::from_secs(30)).await;
+    // A chat model whose clock never moves: it is still thinking when the proxy is killed.
+    let model = sample_agent_on(samples::openai::serve, WORK, &Clock::manual()).await;
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let file = dir.path().join("interlingua.toml");

@@ -10,7 +10,9 @@ use std::time::Duration;
 use common::money::{paid_config, paid_route, Admin};
 use common::secrets::token;
 use common::wait::{eventually, states};
-use common::{client, sample_agent, status_and_json, Proxy};
+use common::{client, sample_agent_on, status_and_json, Proxy};
+use mapping::task::Status;
+use samples::Clock;
 use serde_json::{json, Value};
 
 /// How long a sample job takes in these tests.
@@ -23,15 +25,27 @@ struct World {
     proxy: Proxy,
     admin: Admin,
     http: reqwest::Client,
+    /// The clock of the A2A, chat and LMOS agents behind `/to-<back>`: [`World::job`] moves it a
+    /// job's time on each look at a job, so that the job is done when the test looks for its
+    /// outcome.
+    backs: Clock,
 }
 
 async fn world() -> World {
-    let mip = sample_agent(samples::mip003::serve, WORK).await;
-    let a2a = sample_agent(samples::a2a::serve, WORK).await;
-    let openai = sample_agent(samples::openai::serve, WORK).await;
-    let lmos = sample_agent(samples::lmos::serve, WORK).await;
-    let mae = sample_agent(samples::mae::serve, WORK).await;
-    let nearai = sample_agent(samples::nearai::serve, WORK).await;
+    world_on(&Clock::default()).await
+}
+
+/// [`world`], the MIP-003 agent's jobs going by `clock`.
+async fn world_on(clock: &Clock) -> World {
+    let mip = sample_agent_on(samples::mip003::serve, WORK, clock).await;
+    let backs = Clock::manual();
+    let a2a = sample_agent_on(samples::a2a::serve, WORK, &backs).await;
+    let openai = sample_agent_on(samples::openai::serve, WORK, &backs).await;
+    let lmos = sample_agent_on(samples::lmos::serve, WORK, &backs).await;
+    // On the real clock: MultiAgentEval answers each turn, input included, only after its work
+    // (a call no poll could move on), and NEAR AI orders a thread's messages by when they came.
+    let mae = sample_agent_on(samples::mae::serve, WORK, &Clock::default()).await;
+    let nearai = sample_agent_on(samples::nearai::serve, WORK, &Clock::default()).await;
     let mut rest = String::new();
     for (name, addr) in [
         ("mip", mip),
@@ -71,6 +85,7 @@ async fn world() -> World {
         admin: Admin::new(&proxy),
         proxy,
         http: client(),
+        backs,
     }
 }
 
@@ -156,7 +171,9 @@ impl World {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a2a_front_runs_a_mip003_agent_through_input_to_completion_and_charges_once() {
-    let w = world().await;
+    // The job moves on when the test says: each of its states is seen, however slow the host.
+    let clock = Clock::manual();
+    let w = world_on(&clock).await;
     w.admin.grant("ann", 5).await;
     let (status, v) = w
         .post(
@@ -182,10 +199,28 @@ async fn a2a_front_runs_a_mip003_agent_through_input_to_completion_and_charges_o
         "{v}"
     );
 
-    let (states, waiting) = w.a2a_poll("ann", &id, &["TASK_STATE_INPUT_REQUIRED"]).await;
-    assert!(
-        states.contains(&"TASK_STATE_WORKING".to_string()),
-        "{states:?}"
+    let (mut states, mut waiting) = (Vec::<String>::new(), Value::Null);
+    for (after, until) in [
+        (Duration::ZERO, "TASK_STATE_SUBMITTED"),
+        (WORK / 4, "TASK_STATE_WORKING"),
+        (WORK / 4, "TASK_STATE_INPUT_REQUIRED"),
+    ] {
+        clock.advance(after);
+        let (seen, task) = w.a2a_poll("ann", &id, &[until]).await;
+        for s in seen {
+            if states.last() != Some(&s) {
+                states.push(s);
+            }
+        }
+        waiting = task;
+    }
+    assert_eq!(
+        states,
+        [
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_INPUT_REQUIRED"
+        ],
     );
     assert!(
         waiting["status"]["message"]["parts"][0]["text"]
@@ -195,14 +230,22 @@ async fn a2a_front_runs_a_mip003_agent_through_input_to_completion_and_charges_o
         "{waiting}"
     );
 
-    // The answer goes to the task; a blocking send answers when the task has settled.
-    let (status, v) = w
-        .post(
-            "/a2a",
-            "ann",
-            rpc(8, "SendMessage", json!({"message": {"messageId": "m-2", "role": "ROLE_USER", "taskId": id, "parts": [{"text": "please"}]}})),
-        )
-        .await;
+    // The answer goes to the task; a blocking send answers when the task has settled: once the
+    // agent has the input and the proxy has seen the task running again, the job finishes.
+    let answer = w.post(
+        "/a2a",
+        "ann",
+        rpc(8, "SendMessage", json!({"message": {"messageId": "m-2", "role": "ROLE_USER", "taskId": id, "parts": [{"text": "please"}]}})),
+    );
+    let finish = async {
+        w.proxy
+            .latest_task("given its input", |t| {
+                t.turn == 2 && t.status == Status::Running
+            })
+            .await;
+        clock.advance(WORK / 2);
+    };
+    let ((status, v), ()) = tokio::join!(answer, finish);
     assert_eq!(status, 200, "{v}");
     let done = &v["result"]["task"];
     assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{v}");
@@ -449,6 +492,7 @@ impl World {
     /// answer.
     async fn job(&self, route: &str, sub: &str, job: &str, until: &[&str]) -> (Vec<String>, Value) {
         states(&format!("{route}: job {job}"), until, || async {
+            self.backs.advance(WORK);
             let (status, v) = self
                 .get(&format!("/{route}/status?job_id={job}"), sub)
                 .await;

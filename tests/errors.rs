@@ -189,6 +189,7 @@ async fn a_silent_upstream_is_504_after_its_read_timeout() {
     let started = std::time::Instant::now();
     let resp = client().get(proxy.url("/slow")).send().await.unwrap();
     let message = assert_error(resp, 504, "upstream_timeout").await;
+    // Real time: read_timeout is pingora's timer on a real socket; not before it, is the point.
     assert!(started.elapsed() >= Duration::from_millis(300));
     assert!(message.contains("upstream `up` timed out"), "{message}");
     drop(hold_tx);
@@ -211,7 +212,11 @@ async fn an_upstream_that_trickles_past_its_total_timeout_is_cut_off() {
         }
     })
     .await;
-    let proxy = Proxy::passthrough(addr, "read_timeout = \"1s\"\ntotal_timeout = \"1s\"", "");
+    let proxy = Proxy::passthrough(
+        addr,
+        "read_timeout = \"500ms\"\ntotal_timeout = \"500ms\"",
+        "",
+    );
     let started = std::time::Instant::now();
     let resp = client().get(proxy.url("/trickle")).send().await.unwrap();
     assert_eq!(resp.status(), 200, "the headers were already on their way");
@@ -221,9 +226,10 @@ async fn an_upstream_that_trickles_past_its_total_timeout_is_cut_off() {
         "the body must be cut short, got {:?}",
         body.map(|b| b.len())
     );
+    // Real time: total_timeout is pingora's timer on a real socket.
     let took = started.elapsed();
     assert!(
-        took >= Duration::from_secs(1) && took < Duration::from_secs(8),
+        took >= Duration::from_millis(500) && took < Duration::from_secs(8),
         "{took:?}"
     );
 }

@@ -15,8 +15,9 @@
 //! - `canonical.<operation>.response.json` is a document the engine makes itself (the `agent` a
 //!   `describe` renders), rendered by every front that has the operation.
 //!
-//! Each fixture is carried through the engine's own steps (`src/engine/ops.rs`, reduced to what
-//! shapes a message), so that a snapshot is what a peer really gets:
+//! Each fixture is carried through the engine's own translation steps
+//! ([`interlingua::engine::translation`], the functions its operations call between their I/O),
+//! in the order the operations call them, so that a snapshot is what a peer really gets:
 //! - a request is read with its front form and becomes (or names) a task the engine holds; the
 //!   target is sent that task, by its first back form whose `when` holds. A create makes a new
 //!   task from the request; any other operation acts on [`held`], a task the back already runs
@@ -43,12 +44,13 @@ use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
 use http::Method;
-use interlingua::engine::views::{apply_draft, back_task, front_task, patch_from_back};
+use interlingua::engine::translation::{self as engine, waiting_step};
+use interlingua::engine::views::{back_task, front_task, patch_of};
 use interlingua::error::ProxyError;
 use interlingua::proxy::respond;
 use mapping::dialect::mapping::{Op, Returns};
 use mapping::dialect::template::render_query;
-use mapping::dialect::{self, Context, Mapping, Message};
+use mapping::dialect::{self, Context, Decoded, Doc, Mapping, Message};
 use mapping::task::{Operation, Status, StepSource, Task, TaskPatch};
 use serde_json::{json, Map, Value};
 
@@ -384,22 +386,21 @@ fn read<'m>(fx: &Fixture, m: Option<&'m Mapping>) -> Result<(Option<&'m Op>, Val
         vars: &vars,
     };
     if !fx.response {
-        let (form, params) = m
-            .match_front(&fx.method, &fx.path, &fx.msg)
-            .unwrap_or_else(|| panic!("{}: no front form takes it", fx.name));
-        assert_eq!(form.key, fx.form, "{}: taken by another form", fx.name);
-        let msg = Message {
-            params,
-            ..fx.msg.clone()
-        };
-        let mut doc = dialect::decode(&form.request, &msg, &ctx).map_err(|e| e.to_string())?;
-        if let Some(rules) = &m.request {
-            let seen = dialect::decode(rules, &msg, &ctx).map_err(|e| e.to_string())?;
-            if let Some(r) = seen.get("request") {
-                doc["request"] = r.clone();
+        let mut msg = fx.msg.clone();
+        let (form, mut doc) = match engine::read_front(m, &ctx, &fx.method, &fx.path, &mut msg) {
+            Ok(read) => read,
+            Err(e @ (ProxyError::NoOperation { .. } | ProxyError::Refused { .. })) => {
+                panic!("{}: no front form takes it: {e}", fx.name)
             }
+            Err(e) => return Err(e.to_string()),
+        };
+        assert_eq!(form.key, fx.form, "{}: taken by another form", fx.name);
+        // Shown: what the `[request]` rules read, in place of the form's own `request.*` (the
+        // engine merges the two, and adds the request's id).
+        if let Some(r) = engine::read_echo(m, &msg, &ctx).map_err(|e| e.to_string())? {
+            doc.set_request(r);
         }
-        return Ok((Some(form), doc));
+        return Ok((Some(form), doc.into_value()));
     }
     let form = m
         .ops
@@ -411,31 +412,25 @@ fn read<'m>(fx: &Fixture, m: Option<&'m Mapping>) -> Result<(Option<&'m Op>, Val
     } else {
         fx.answers.clone()
     };
-    let calls: Vec<_> = std::iter::once(&form.response)
-        .chain(form.then.iter().map(|c| &c.response))
-        .collect();
+    let calls: Vec<_> = engine::calls(form).collect();
     assert_eq!(
         answers.len(),
         calls.len(),
         "{}: one answer per call",
         fx.name
     );
-    let mut doc = json!({});
-    for (rules, answer) in calls.into_iter().zip(&answers) {
-        dialect::decode_onto(rules, answer, &ctx, &mut doc).map_err(|e| e.to_string())?;
+    let mut doc = Decoded::default();
+    for (call, answer) in calls.into_iter().zip(&answers) {
+        doc = engine::read_answer(call, answer, &ctx, doc, "golden").map_err(|e| e.to_string())?;
     }
-    Ok((Some(form), doc))
+    Ok((Some(form), doc.into_value()))
 }
 
 /// A new task, made from what a client asked (`draft`), as the engine makes it for `back`.
 fn created(draft: &Value, back: &Mapping) -> Task {
     let mut task = Task::new("golden", t0());
     task.id = TASK_ID.to_string();
-    apply_draft(&mut task, draft);
-    task.turn = 1;
-    if back.steps == StepSource::Synthesized {
-        task.start_steps(t0());
-    }
+    engine::start_task(&mut task, &Decoded::from(draft.clone()), back, t0());
     fix_ids(&mut task);
     task
 }
@@ -458,18 +453,15 @@ fn held(status: Status, back: &Mapping) -> Task {
     }
     observe(
         &mut task,
-        patch_from_back(&patch, "golden", "golden").unwrap(),
+        patch_of(&Decoded::from(patch), "golden", "golden").unwrap(),
         back,
     );
     task
 }
 
 /// Folds what `back` answered into the task, as the engine's `apply` does.
-fn observe(task: &mut Task, mut patch: TaskPatch, back: &Mapping) {
-    if patch.status == Some(Status::AwaitingInput) && patch.input_request.is_none() {
-        patch.input_request = back.input_schema.clone();
-    }
-    task.observe(patch, back.steps, t1());
+fn observe(task: &mut Task, patch: TaskPatch, back: &Mapping) {
+    engine::fold(task, patch, back, t1());
     fix_ids(task);
 }
 
@@ -485,40 +477,27 @@ fn fix_ids(task: &mut Task) {
     }
 }
 
-/// The step a provide_input is for: the last one waiting, else the last.
-fn waiting_step(task: &Task) -> Option<usize> {
-    task.steps
-        .iter()
-        .rposition(|s| s.status == Status::AwaitingInput)
-        .or(task.steps.len().checked_sub(1))
-}
-
 /// The document `back` is sent for a request that read as `read`.
 fn to_back(op: Operation, read: &Value, back: &Mapping) -> Value {
     match op {
         Operation::CreateTask => json!({"task": back_task(&created(read, back))}),
         Operation::GetTask | Operation::ListSteps | Operation::CancelTask => {
             let task = held(Status::Running, back);
-            let mut doc = json!({"task": back_task(&task)});
             // A back that answers only when done is asked again by the engine's turn loop (its
             // get_task form), one turn on.
             if back
                 .op(Operation::CreateTask)
                 .is_some_and(|o| o.returns == Returns::Result)
             {
-                doc["task"]["turn"] = json!(task.turn + 1);
+                engine::turn_doc(&task, task.turn + 1).to_value()
+            } else {
+                json!({"task": back_task(&task)})
             }
-            doc
         }
         Operation::ProvideInput => {
             let task = held(Status::AwaitingInput, back);
             let input = read.get("input").cloned().unwrap_or(json!({}));
-            let mut doc = json!({"task": back_task(&task), "input": input});
-            doc["task"]["turn"] = json!(task.turn + 1);
-            if let Some(i) = waiting_step(&task) {
-                doc["step"] = doc["task"]["steps"][i].clone();
-            }
-            doc
+            engine::provide_input_doc(&task, waiting_step(&task), input).to_value()
         }
         // Asked of the back with nothing.
         Operation::Availability | Operation::InputSchema => json!({}),
@@ -547,27 +526,24 @@ fn to_front(op: Operation, form: Option<&Op>, read: &Value, source: Option<&Mapp
     ) {
         return read.clone();
     }
-    let mut patch = patch_from_back(read, "golden", &source.name).unwrap();
+    let mut patch = patch_of(&Decoded::from(read.clone()), "golden", &source.name).unwrap();
     let (mut task, step) = match op {
         Operation::CreateTask => {
             let task = created(&draft(), source);
-            // A back that answers only when done has settled the task.
+            engine::created_patch(&mut patch, form);
+            // Snapshots from before the engine's steps were called here leave a back's create
+            // answer without a task id as it is, unless the back answers with the result; the
+            // engine gives each such task interlingua's id, which no front renders.
             if form.returns == Returns::Result {
-                patch.status.get_or_insert(Status::Completed);
-                patch.upstream_id.get_or_insert_with(|| task.id.clone());
+                engine::default_upstream_id(&mut patch, &task.id);
             }
             (task, None)
         }
         Operation::ProvideInput => {
-            let mut task = held(Status::AwaitingInput, source);
-            patch.status.get_or_insert(Status::Running);
-            patch.upstream_id = None;
-            task.turn += 1;
+            let task = held(Status::AwaitingInput, source);
             let i = waiting_step(&task);
-            if let Some(i) = i {
-                task.steps[i].input.text = Some("From Berlin".into());
-                task.steps[i].input.params = provided().get("params").cloned();
-            }
+            let request = Decoded::from(json!({"input": provided()}));
+            engine::input_patch(&mut patch, &task, i, &request);
             (task, i)
         }
         // The task ends here whatever the back says.
@@ -621,13 +597,10 @@ fn fronts<'m>(
 /// What `front` answers from `doc`: its response, or its error for a failed task when it answers
 /// those as errors (`failed = "error"`).
 fn answer(front: &Op, doc: &Value, ctx: &Context<'_>) -> Value {
-    let task = &doc["task"];
-    if front.failed_as_error && task["status"] == "failed" {
-        let message = task["message"]
-            .as_str()
-            .or(task["output"]["text"].as_str())
-            .map_or_else(|| format!("task `{}` failed", task["id"]), str::to_string);
-        let err = ProxyError::TaskFailed { message };
+    let task: Option<Task> = doc
+        .get("task")
+        .map(|t| serde_json::from_value(t.clone()).unwrap());
+    if let Some(Err(err)) = task.map(|t| engine::failed_as_error(front, &t)) {
         let echo = doc.get("request");
         let body = respond::body(&err, REQUEST_ID, Some(ctx.mapping), echo);
         return json!({
@@ -636,7 +609,7 @@ fn answer(front: &Op, doc: &Value, ctx: &Context<'_>) -> Value {
             "body": serde_json::from_slice::<Value>(&body).unwrap(),
         });
     }
-    match dialect::encode(&front.response, doc, ctx) {
+    match engine::render_answer(front, doc, ctx) {
         Ok(m) => {
             let mut out = json!({"status": front.status, "body": m.body});
             if !m.headers.is_empty() {
@@ -653,27 +626,24 @@ fn answer(front: &Op, doc: &Value, ctx: &Context<'_>) -> Value {
 /// same document; the engine first folds in each answer, so ids the back gives show as
 /// interlingua's).
 fn call(back: &Op, doc: &Value, ctx: &Context<'_>) -> Value {
-    let calls: Vec<Value> = std::iter::once((&back.method, &back.path, &back.request))
-        .chain(back.then.iter().map(|c| (&c.method, &c.path, &c.request)))
-        .map(
-            |(method, path, rules)| match dialect::encode(rules, doc, ctx) {
-                Ok(m) => {
-                    let mut target = path.render(&m.params).unwrap_or_else(|e| format!("<{e}>"));
-                    if !m.query.is_empty() {
-                        target = format!("{target}?{}", render_query(&m.query));
-                    }
-                    let mut out = json!({"method": method.as_str(), "path": target});
-                    if !m.headers.is_empty() {
-                        out["headers"] = json!(m.headers);
-                    }
-                    if let Some(body) = m.body {
-                        out["body"] = body;
-                    }
-                    out
+    let calls: Vec<Value> = engine::calls(back)
+        .map(|call| match engine::write_call(call, doc, ctx) {
+            Ok((m, path)) => {
+                let mut target = path;
+                if !m.query.is_empty() {
+                    target = format!("{target}?{}", render_query(&m.query));
                 }
-                Err(e) => json!({"error": e.to_string()}),
-            },
-        )
+                let mut out = json!({"method": call.method.as_str(), "path": target});
+                if !m.headers.is_empty() {
+                    out["headers"] = json!(m.headers);
+                }
+                if let Some(body) = m.body {
+                    out["body"] = body;
+                }
+                out
+            }
+            Err(e) => json!({"error": e.to_string()}),
+        })
         .collect();
     match <[Value; 1]>::try_from(calls) {
         Ok([one]) => one,

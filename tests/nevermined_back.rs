@@ -12,7 +12,8 @@ use common::money::{paid_config, paid_route, Admin};
 use common::peers::{peers_python, run_script};
 use common::secrets::token;
 use common::wait::eventually;
-use common::{client, sample_agent, status_and_json, Proxy, DEADLINE};
+use common::{client, sample_agent_on, status_and_json, Proxy, DEADLINE};
+use samples::Clock;
 use serde_json::{json, Value};
 
 const DID: &str = "did:nv:5392e8cdc5addec2b7384072fda166d42a5d4ab96ae6d311f516b6b324f24cec";
@@ -20,9 +21,10 @@ const DID: &str = "did:nv:5392e8cdc5addec2b7384072fda166d42a5d4ab96ae6d311f516b6
 /// How long a sample job takes in these tests.
 const WORK: Duration = Duration::from_millis(400);
 
-/// The sample Nevermined agent behind `/mip` (a MIP-003 front) and `/a2a` (an A2A front).
-async fn world() -> (Proxy, Admin) {
-    let nvm = sample_agent(samples::nevermined::serve, WORK).await;
+/// The sample Nevermined agent behind `/mip` (a MIP-003 front) and `/a2a` (an A2A front), its
+/// tasks going by `clock`.
+async fn world(clock: &Clock) -> (Proxy, Admin) {
+    let nvm = sample_agent_on(samples::nevermined::serve, WORK, clock).await;
     let vars = format!("vars.nevermined = {{ agent_did = \"{DID}\" }}\nsync_timeout = \"10s\"");
     let rest = format!(
         "[[upstreams]]\nname = \"nvm\"\naddress = \"{nvm}\"\nread_timeout = \"5s\"\n{}{}",
@@ -69,7 +71,9 @@ fn four_steps_charged() -> Vec<(String, i64)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mip003_client_answers_the_waiting_step_of_a_nevermined_agent() {
-    let (proxy, admin) = world().await;
+    // The task moves on when the test has made its move: asked for input, then given it.
+    let clock = Clock::manual();
+    let (proxy, admin) = world(&clock).await;
     let sub = "mip-client";
     admin.grant(sub, 10).await;
     let http = client();
@@ -92,6 +96,7 @@ async fn a_mip003_client_answers_the_waiting_step_of_a_nevermined_agent() {
     let status_path = format!("/mip/status?job_id={job_id}");
 
     // The agent's task is In_Progress with a waiting step: the job awaits input.
+    clock.advance(WORK);
     let waiting = eventually("awaiting_input", || async {
         let (code, body) = get(status_path.clone()).await;
         assert_eq!(code, 200, "{body}");
@@ -119,6 +124,7 @@ async fn a_mip003_client_answers_the_waiting_step_of_a_nevermined_agent() {
     // The sample agent accepts the input only on its waiting step (400 on any other).
     assert_eq!(status, 200, "{provided}");
 
+    clock.advance(WORK);
     let done = eventually("completed", || async {
         let (_, body) = get(status_path.clone()).await;
         if body["status"] == "completed" {
@@ -135,7 +141,8 @@ async fn a_mip003_client_answers_the_waiting_step_of_a_nevermined_agent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_a2a_sdk_client_answers_the_waiting_step_of_a_nevermined_agent() {
-    let (proxy, admin) = world().await;
+    // Real time: the SDK's client, not the test, polls the task through each of its states.
+    let (proxy, admin) = world(&Clock::default()).await;
     let sub = "a2a-client";
     admin.grant(sub, 10).await;
     let args: Vec<String> = [

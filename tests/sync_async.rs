@@ -11,11 +11,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::wait::eventually;
-use common::{client, config, full, sample_agent, Proxy, Upstream};
+use common::{client, config, full, sample_agent, sample_agent_on, Proxy, Upstream};
+use mapping::task::Status;
+use samples::Clock;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
 const DID: &str = "did:nv:0000000000000000000000000000000000000000000000000000000000000002";
+
+/// How long a job of the sample agent takes, by the clock the test moves.
+const WORK: Duration = Duration::from_millis(400);
 
 fn fixtures() -> String {
     format!(
@@ -84,33 +89,41 @@ async fn a_synchronous_back_runs_in_the_background_for_a_polling_front() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_synchronous_front_waits_for_an_asynchronous_back() {
-    let addr = sample_agent(samples::mip003::serve, Duration::from_millis(400)).await;
+    let clock = Clock::manual();
+    let addr = sample_agent_on(samples::mip003::serve, WORK, &clock).await;
     let proxy = Proxy::start(&route(
         addr,
         "sync_echo",
         "mip003",
         "poll_interval = \"50ms\"\npoll_max_interval = \"100ms\"",
     ));
-    let started = Instant::now();
-    let resp = client()
-        .post(proxy.url("/run"))
-        .json(&json!({"prompt": "hello"}))
-        .send()
-        .await
-        .unwrap();
+    let answer = tokio::spawn(
+        client()
+            .post(proxy.url("/run"))
+            .json(&json!({"prompt": "hello"}))
+            .send(),
+    );
+    // The job has started; halfway through, the proxy has seen it running and still waits.
+    proxy
+        .latest_task("started at the agent", |t| t.upstream_id.is_some())
+        .await;
+    clock.advance(WORK / 2);
+    proxy
+        .latest_task("seen running", |t| t.status == Status::Running)
+        .await;
+    assert!(!answer.is_finished(), "it waits for the job");
+    clock.advance(WORK / 2);
+    let resp = answer.await.unwrap().unwrap();
     assert_eq!(resp.status(), 200);
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["status"], "done", "{body}");
     assert_eq!(body["output"], "HELLO");
-    assert!(
-        started.elapsed() >= Duration::from_millis(400),
-        "it waited for the job"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_synchronous_front_gets_504_at_its_sync_timeout() {
-    let addr = sample_agent(samples::mip003::serve, Duration::from_secs(30)).await;
+    // A job whose clock never moves: it outlasts any sync_timeout.
+    let addr = sample_agent_on(samples::mip003::serve, WORK, &Clock::manual()).await;
     let proxy = Proxy::start(&route(
         addr,
         "sync_echo",
@@ -131,6 +144,8 @@ async fn a_synchronous_front_gets_504_at_its_sync_timeout() {
         message.contains("did not finish within sync_timeout (300ms)"),
         "{message}"
     );
+    // Real time: sync_timeout is the proxy's own timer, which no test clock reaches. The lower
+    // bound is what is tested (not answered before the timeout), the upper one only that it ends.
     let took = started.elapsed();
     assert!(
         took >= Duration::from_millis(300) && took < Duration::from_secs(5),

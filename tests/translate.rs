@@ -9,20 +9,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::wait::eventually;
-use common::{client, config, sample_agent, status_and_json, Proxy, Upstream};
+use common::{client, config, sample_agent_on, status_and_json, Proxy, Upstream};
+use samples::Clock;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
 const DID: &str = "did:nv:5392e8cdc5addec2b7384072fda166d42a5d4ab96ae6d311f516b6b324f24cec";
 
-/// How long a sample job takes in these tests.
+/// How long a sample job takes in these tests, by the agents' clock, which the tests move.
 const WORK: Duration = Duration::from_millis(600);
 
-/// The sample MIP-003 and Nevermined agents.
-async fn agents() -> (SocketAddr, SocketAddr) {
+/// The sample MIP-003 and Nevermined agents, their jobs going by `clock`.
+async fn agents(clock: &Clock) -> (SocketAddr, SocketAddr) {
     (
-        sample_agent(samples::mip003::serve, WORK).await,
-        sample_agent(samples::nevermined::serve, WORK).await,
+        sample_agent_on(samples::mip003::serve, WORK, clock).await,
+        sample_agent_on(samples::nevermined::serve, WORK, clock).await,
     )
 }
 
@@ -65,13 +66,17 @@ vars.nevermined = {{ agent_did = "{DID}" }}
 struct Setup {
     proxy: Proxy,
     http: reqwest::Client,
+    /// The agents' clock: it stands still until [`Setup::poll_until`] moves it.
+    clock: Clock,
 }
 
 async fn setup() -> Setup {
-    let (mip, nvm) = agents().await;
+    let clock = Clock::manual();
+    let (mip, nvm) = agents(&clock).await;
     Setup {
         proxy: Proxy::start(&routes(mip, nvm)),
         http: client(),
+        clock,
     }
 }
 
@@ -93,7 +98,10 @@ impl Setup {
     }
 
     /// Polls `path` until `done` holds for its body; fails after the deadline.
+    /// Polls `path` until `done` holds of the answer, the agents' jobs given their whole time
+    /// first: each job made before, or given input before, has finished its part by then.
     async fn poll_until(&self, path: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+        self.clock.advance(WORK);
         eventually(what, || async {
             let (status, body) = self.get(path).await;
             assert_eq!(status, 200, "{body}");
@@ -419,7 +427,9 @@ async fn a_mip003_front_synthesizes_availability_and_input_schema_for_a_nevermin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_survives_a_restart_of_the_proxy() {
-    let (mip, nvm) = agents().await;
+    // The job runs through the restart: it ends only once the second proxy is up.
+    let clock = Clock::manual();
+    let (mip, nvm) = agents(&clock).await;
     let cfg = routes(mip, nvm);
     let first = Proxy::start(&cfg);
     let http = client();
@@ -436,6 +446,7 @@ async fn a_task_survives_a_restart_of_the_proxy() {
     let data = first.stop_keeping_data().await;
 
     let second = Proxy::start_in(&cfg, data);
+    clock.advance(WORK);
     let path = format!("{}/{task_id}", nv_tasks());
     let done = eventually("the task to complete after the restart", || async {
         let body: Value = http
@@ -547,7 +558,8 @@ async fn the_2024_nevermined_field_names_are_accepted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_route_may_speak_the_same_dialect_on_both_sides() {
-    let (mip, nvm) = agents().await;
+    let clock = Clock::manual();
+    let (mip, nvm) = agents(&clock).await;
     let proxy = Proxy::start(&config(
         "",
         &format!(
@@ -560,6 +572,7 @@ async fn a_route_may_speak_the_same_dialect_on_both_sides() {
     let s = Setup {
         proxy,
         http: client(),
+        clock,
     };
     let (status, job) = s
         .post("/m/start_job", json!({"identifier_from_purchaser": "aabbccddeeff0011", "input_data": {"text": "same"}}))

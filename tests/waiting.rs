@@ -11,7 +11,10 @@ use std::time::Duration;
 use common::money::{paid_config, paid_route, Admin};
 use common::secrets::token;
 use common::wait::eventually;
-use common::{client, config, full, sample_agent, status_and_json, Proxy, Upstream};
+use common::{
+    client, config, full, sample_agent, sample_agent_on, status_and_json, Proxy, Upstream,
+};
+use samples::Clock;
 use serde_json::{json, Value};
 
 /// A JSON-RPC 1.0 call to interlingua's A2A front at `url`.
@@ -28,6 +31,9 @@ async fn rpc(http: &reqwest::Client, url: &str, auth: &str, method: &str, params
     assert_eq!(status, 200, "{body}");
     body
 }
+
+/// How long a job of the sample agent takes, by the clock the test moves.
+const WORK: Duration = Duration::from_millis(400);
 
 fn message(text: &str) -> Value {
     json!({"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": text}]})
@@ -131,7 +137,10 @@ async fn a_task_left_waiting_for_input_past_input_timeout_is_cancelled_and_its_h
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocking_a2a_send_past_sync_timeout_answers_the_working_task_which_goes_on() {
-    let agent = sample_agent(samples::mip003::serve, Duration::from_secs(3)).await;
+    // The job stands still until the client has had its answer; sync_timeout is the proxy's
+    // own, in real time.
+    let clock = Clock::manual();
+    let agent = sample_agent_on(samples::mip003::serve, WORK, &clock).await;
     let proxy = Proxy::start(&paid_config(&format!(
         "[[upstreams]]\nname = \"mip\"\naddress = \"{agent}\"\n{}",
         paid_route(
@@ -168,6 +177,7 @@ async fn a_blocking_a2a_send_past_sync_timeout_answers_the_working_task_which_go
         .expect("the task's id, to poll")
         .to_string();
 
+    clock.advance(WORK);
     let done = eventually("the task to complete", || async {
         match a2a_state(&http, &url, &auth, &id).await {
             (s, t) if s == "TASK_STATE_COMPLETED" => Ok(t),
@@ -184,7 +194,8 @@ async fn a_blocking_a2a_send_past_sync_timeout_answers_the_working_task_which_go
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_client_past_sync_timeout_gets_504_naming_the_task_which_goes_on() {
-    let agent = sample_agent(samples::mip003::serve, Duration::from_secs(3)).await;
+    let clock = Clock::manual();
+    let agent = sample_agent_on(samples::mip003::serve, WORK, &clock).await;
     let proxy = Proxy::start(&paid_config(&format!(
         "[[upstreams]]\nname = \"mip\"\naddress = \"{agent}\"\n{}",
         paid_route(
@@ -219,6 +230,7 @@ async fn a_chat_client_past_sync_timeout_gets_504_naming_the_task_which_goes_on(
         "{said}"
     );
     // The task goes on and is charged when it completes.
+    clock.advance(WORK);
     admin.charged("chatty", 5, 1).await;
     let rows = admin.history("chatty").await;
     assert!(

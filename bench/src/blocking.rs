@@ -101,7 +101,7 @@ fn start_agent() -> Result<SocketAddr, String> {
             let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
                 return;
             };
-            samples::mip003::serve(listener, samples::Options { work: JOB }).await;
+            samples::mip003::serve(listener, samples::Options::work(JOB)).await;
         });
     });
     Ok(addr)

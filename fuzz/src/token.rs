@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::{Arc, LazyLock};
 
 use interlingua::auth::{AuthError, Authenticator, Identity};
-use interlingua::engine::client::Client;
+use interlingua::upstream::Client;
 use tokio::runtime::Runtime;
 
 /// The environment variable the HMAC key is read from.

@@ -17,8 +17,24 @@ use parking_lot::RwLock;
 use tokio::sync::Mutex;
 
 use super::AuthError;
+use crate::config::Url;
 use crate::config::{JwksSource, Key};
-use crate::engine::client::{Client, Url};
+use crate::upstream::Client;
+
+/// Why a key set could not be read (logged; the last copy keeps serving).
+#[derive(Debug, thiserror::Error)]
+enum ReadError {
+    #[error("{path}: {detail}")]
+    File { path: String, detail: String },
+    #[error(transparent)]
+    Url(#[from] crate::config::UrlError),
+    #[error(transparent)]
+    Fetch(#[from] crate::upstream::FetchError),
+    #[error("status {0}")]
+    Status(u16),
+    #[error("not a JWK set: {0}")]
+    NotJwks(String),
+}
 
 /// How long a fetch may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -143,21 +159,22 @@ impl KeySet {
         }
     }
 
-    async fn read(&self) -> Result<JwkSet, String> {
+    async fn read(&self) -> Result<JwkSet, ReadError> {
         let bytes = match &self.source {
-            JwksSource::File(path) => tokio::fs::read(path)
-                .await
-                .map_err(|e| format!("{}: {e}", path.display()))?,
+            JwksSource::File(path) => tokio::fs::read(path).await.map_err(|e| ReadError::File {
+                path: path.display().to_string(),
+                detail: e.to_string(),
+            })?,
             JwksSource::Url(url) => {
                 let url = Url::parse(url)?;
                 let (status, body) = self.client.fetch(&url, FETCH_TIMEOUT).await?;
                 if status != 200 {
-                    return Err(format!("status {status}"));
+                    return Err(ReadError::Status(status));
                 }
                 body.to_vec()
             }
         };
-        serde_json::from_slice(&bytes).map_err(|e| format!("not a JWK set: {e}"))
+        serde_json::from_slice(&bytes).map_err(|e| ReadError::NotJwks(e.to_string()))
     }
 
     /// A usable key of the set: it parses, and fits one of the allowed algorithms (its own

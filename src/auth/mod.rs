@@ -25,13 +25,23 @@ pub use error::{challenge, AuthError};
 use jwks::KeySet;
 
 use crate::config::{Auth, ClaimPath, Key, KeyFamily, KeyKind};
-use crate::engine::client::Client;
+use crate::upstream::Client;
 
 /// Who a verified token says is calling.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
     pub subject: String,
     pub plan: Option<String>,
+}
+
+impl Identity {
+    /// The caller as a route names it to its agent.
+    pub fn caller(&self) -> crate::upstream::Caller<'_> {
+        crate::upstream::Caller {
+            subject: &self.subject,
+            plan: self.plan.as_deref(),
+        }
+    }
 }
 
 /// A key ready to verify with.

@@ -23,7 +23,7 @@ const DEMO_CREDITS: i64 = 5;
 pub fn run(arg: &ConfigArg) -> ExitCode {
     // Before any thread exists: the demo makes up a development secret when none is set.
     if std::env::var_os(DEV_SECRET_ENV).is_none() {
-        std::env::set_var(DEV_SECRET_ENV, crate::proxy::request_id::generate());
+        std::env::set_var(DEV_SECRET_ENV, crate::request_id::generate());
     }
     let setup = match arg.load() {
         Ok(s) => s,
@@ -76,8 +76,8 @@ pub fn run(arg: &ConfigArg) -> ExitCode {
     };
     let options = Options::default();
     rt.spawn(samples::echo::serve(l1));
-    rt.spawn(samples::mip003::serve(l2, options));
-    rt.spawn(samples::nevermined::serve(l3, options));
+    rt.spawn(samples::mip003::serve(l2, options.clone()));
+    rt.spawn(samples::nevermined::serve(l3, options.clone()));
 
     // Top the demo account up to a few credits, so that a run shows tasks being paid for and,
     // after a few, a 402.

@@ -123,7 +123,7 @@ pub fn mint_token(
 }
 
 fn mint(config: &crate::config::Config, args: &MintArgs) -> Result<String, String> {
-    let ttl = parse_duration(&args.ttl)?;
+    let ttl = parse_duration(&args.ttl).map_err(|e| e.to_string())?;
     mint_token(
         config,
         args.key.as_deref(),

@@ -7,6 +7,7 @@ mod file;
 mod model;
 mod payment;
 mod sections;
+mod url;
 mod validate;
 
 use std::path::Path;
@@ -15,6 +16,7 @@ pub use access::parse_quota;
 pub use mapping::problem::{Location, Problem, Problems};
 pub use mapping::units::{parse_duration, parse_size};
 pub use model::*;
+pub use url::{Url, UrlError};
 
 pub(crate) use mapping::problem::Collector;
 

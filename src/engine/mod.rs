@@ -17,14 +17,18 @@
 //! ids), steps (synthesized, one per status), polling for a front that wants the result, background
 //! execution for a back that only answers with the result, `availability`, `input_schema` and
 //! `search_tasks` from config, the mappings and the store. It knows no dialect by name.
+//!
+//! The steps that shape messages, between the store and the calls, are pure functions in
+//! [`translation`] (a request read, a task started, a back's documents written and its answers
+//! read and folded, an answer rendered): the operations here and the golden tests call the same.
 
-pub mod client;
 mod discover;
 mod follow;
 mod ops;
 mod pay;
 mod steps;
 mod stream;
+pub mod translation;
 pub mod views;
 pub mod watch;
 
@@ -42,8 +46,9 @@ use crate::auth::Identity;
 use crate::config::{Access, Price, Route, Translation};
 use crate::error::ProxyError;
 use crate::metrics::Metrics;
-use crate::proxy::upstream::UpstreamState;
-use client::Client;
+use crate::upstream::Client;
+use crate::upstream::UpstreamError;
+use crate::upstream::UpstreamState;
 use mapping::dialect::doc::text_of;
 use mapping::dialect::mapping::{Op, Rules};
 use mapping::dialect::template::{parse_query, render_query};
@@ -240,26 +245,11 @@ impl Engine {
             headers: req.headers,
             body,
         };
-        if let Some(rules) = &t.front.request {
-            let read = decode(rules, &msg, &t.front_ctx())?;
-            if let Some(r) = read.request() {
-                *echo = r.clone();
-            }
+        if let Some(r) = translation::read_echo(&t.front, &msg, &t.front_ctx())? {
+            *echo = r;
         }
-        let Some((fop, params)) = t.front.match_front(req.method, req.path, &msg) else {
-            return Err(match t.front.refusal(req.method, req.path) {
-                Some(r) => ProxyError::Refused {
-                    status: r.status,
-                    message: r.message.clone(),
-                },
-                None => ProxyError::NoOperation {
-                    method: req.method.to_string(),
-                    path: req.path.to_string(),
-                },
-            });
-        };
-        msg.params = params;
-        let mut doc = decode(&fop.request, &msg, &t.front_ctx())?;
+        let (fop, mut doc) =
+            translation::read_front(&t.front, &t.front_ctx(), req.method, req.path, &mut msg)?;
         // What the operation's own rules read into `request.*` (a bearer token an answer hands
         // back) joins what the `[request]` rules read.
         let request = mapping::dialect::doc::request(echo, cx.request_id, doc.request());
@@ -320,13 +310,7 @@ impl Engine {
                 body: Body::Events(events),
             });
         }
-        let rendered = dialect::encode(&fop.response, &out, &t.front_ctx()).map_err(|e| {
-            ProxyError::Internal(format!(
-                "rendering the `{}` answer for {}: {e}",
-                t.front.name,
-                fop.op.name()
-            ))
-        })?;
+        let rendered = translation::render_answer(fop, &out, &t.front_ctx())?;
         let body = match rendered.body {
             Some(b) => serde_json::to_vec(&b).map_err(|e| ProxyError::Internal(e.to_string()))?,
             None => Vec::new(),
@@ -398,12 +382,9 @@ impl Engine {
         moved: &mut bool,
     ) -> Result<Decoded, ProxyError> {
         let bop = self.back_form(t, op, doc)?;
-        let first = Call {
-            method: &bop.method,
-            path: &bop.path,
-            target: bop.target.as_ref(),
-            request: &bop.request,
-            response: &bop.response,
+        let mut calls = translation::calls(bop);
+        let Some(first) = calls.next() else {
+            return Err(ProxyError::Internal(format!("`{}` has no call", bop.key)));
         };
         let mut answer = self
             .call_once(t, first, doc, Decoded::default(), cx, moved)
@@ -412,15 +393,8 @@ impl Engine {
             return Ok(answer);
         }
         let mut running = Decoded::from(doc.to_value());
-        for call in &bop.then {
+        for next in calls {
             running.merge(&answer);
-            let next = Call {
-                method: &call.method,
-                path: &call.path,
-                target: call.target.as_ref(),
-                request: &call.request,
-                response: &call.response,
-            };
             // Each answer is read onto the ones before, so its rules can see them.
             answer = self.call_once(t, next, &running, answer, cx, moved).await?;
         }
@@ -449,45 +423,29 @@ impl Engine {
     async fn call_once(
         &self,
         t: &Translated,
-        call: Call<'_>,
+        call: translation::Call<'_>,
         doc: &dyn Doc,
         seed: Decoded,
         cx: &mut Cx<'_>,
         moved: &mut bool,
     ) -> Result<Decoded, ProxyError> {
-        let Call {
-            method,
-            path: template,
-            target,
-            request,
-            response,
-        } = call;
-        let msg = dialect::encode(request, doc, &t.back_ctx()).map_err(|e| match e {
-            CodecError::Missing { field } => ProxyError::InvalidRequest(format!(
-                "the agent (`{}`) needs `{field}`, which this request does not provide",
-                t.back.name
-            )),
-            other => {
-                ProxyError::Internal(format!("writing the `{}` request: {other}", t.back.name))
-            }
-        })?;
-        let path = template
-            .render(&msg.params)
-            .map_err(|e| ProxyError::Internal(format!("the `{}` path: {e}", t.back.name)))?;
+        let (msg, path) = translation::write_call(call, doc, &t.back_ctx())?;
         // A target (e.g. the URL an agent's card names) replaces the upstream's base_path; the
         // call still goes to the route's upstream, whatever host the target names.
-        let to = target
+        let to = call
+            .target
             .and_then(|e| dialect::evaluate(e, doc, &t.back_ctx()))
             .map(|v| text_of(&v))
             .filter(|v| !v.is_empty());
         let target = match to {
             Some(to) => {
-                let (prefix, query) =
-                    discover::path_of(&to).ok_or_else(|| ProxyError::UpstreamInvalid {
+                let (prefix, query) = discover::path_of(&to).ok_or_else(|| {
+                    ProxyError::Upstream(UpstreamError::Invalid {
                         upstream: t.upstream.config.name.clone(),
                         dialect: t.back.name.clone(),
                         detail: format!("`{to}` is not a URL or path to call"),
-                    })?;
+                    })
+                })?;
                 discover::join(&prefix, &query, &path, &msg)
             }
             None => {
@@ -505,12 +463,12 @@ impl Engine {
             )),
             None => None,
         };
-        let header = request_header(method, &target, t, &msg, body.as_ref(), cx)?;
+        let header = request_header(call.method, &target, t, &msg, body.as_ref(), cx)?;
         let answer = match self.client.call(&t.upstream, header, body).await {
             Ok(a) => a,
             Err(e) => {
-                *moved = matches!(e, ProxyError::UpstreamFailed { .. });
-                return Err(e);
+                *moved = matches!(e, UpstreamError::Failed { .. });
+                return Err(e.into());
             }
         };
         cx.spent.upstream += answer.took;
@@ -520,34 +478,17 @@ impl Engine {
             return Err(self.back_error(t, answer.status, parsed, &answer.body));
         }
         if !(200..300).contains(&answer.status) {
-            return Err(ProxyError::UpstreamFailed {
+            return Err(ProxyError::Upstream(UpstreamError::Failed {
                 upstream: t.upstream.config.name.clone(),
                 detail: format!("unexpected status {}", answer.status),
-            });
+            }));
         }
         let reply = Message {
             headers: answer.headers,
             body: parsed,
             ..Message::default()
         };
-        let mut decoded = seed.into_value();
-        dialect::decode_onto(response, &reply, &t.back_ctx(), &mut decoded).map_err(|e| {
-            ProxyError::UpstreamInvalid {
-                upstream: t.upstream.config.name.clone(),
-                dialect: t.back.name.clone(),
-                detail: e.to_string(),
-            }
-        })?;
-        let decoded = Decoded::from(decoded);
-        if let Some(error) = decoded.error() {
-            let message = error
-                .message
-                .as_ref()
-                .map(text_of)
-                .unwrap_or_else(|| "an error".to_string());
-            return Err(self.back_error_of(t, error.status.unwrap_or(502), message));
-        }
-        Ok(decoded)
+        translation::read_answer(call, &reply, &t.back_ctx(), seed, &t.upstream.config.name)
     }
 
     /// An error answer from the back: its message, read with the back's error rules.
@@ -576,35 +517,8 @@ impl Engine {
                 text
             }
         });
-        self.back_error_of(t, status, message)
+        translation::back_error(&t.upstream.config.name, status, message)
     }
-
-    /// The back refused (a 4xx) or failed (anything else) with `message`.
-    fn back_error_of(&self, t: &Translated, status: u16, message: String) -> ProxyError {
-        let upstream = t.upstream.config.name.clone();
-        if (400..500).contains(&status) {
-            ProxyError::UpstreamRejected {
-                upstream,
-                status,
-                message,
-            }
-        } else {
-            ProxyError::UpstreamFailed {
-                upstream,
-                detail: format!("status {status}: {message}"),
-            }
-        }
-    }
-}
-
-/// One call's method, path and rules.
-#[derive(Clone, Copy)]
-struct Call<'a> {
-    method: &'a Method,
-    path: &'a mapping::dialect::template::PathTemplate,
-    target: Option<&'a mapping::dialect::expr::Expr>,
-    request: &'a Rules,
-    response: &'a Rules,
 }
 
 /// The request header for a back call: the mapping's headers, the route's credential for the
@@ -628,7 +542,7 @@ fn request_header(
         .map_err(internal)?;
     h.insert_header(http::header::ACCEPT, "application/json")
         .map_err(internal)?;
-    h.insert_header(crate::proxy::request_id::HEADER, cx.request_id)
+    h.insert_header(crate::request_id::HEADER, cx.request_id)
         .map_err(internal)?;
     if let Some(b) = body {
         h.insert_header(http::header::CONTENT_TYPE, "application/json")
@@ -642,7 +556,8 @@ fn request_header(
     for (k, v) in &msg.headers {
         h.insert_header(k.clone(), v.as_str()).map_err(internal)?;
     }
-    crate::proxy::upstream::add_route_headers(&mut h, &t.access, cx.identity).map_err(internal)?;
+    crate::upstream::add_route_headers(&mut h, &t.access, cx.identity.map(|i| i.caller()))
+        .map_err(internal)?;
     Ok(h)
 }
 

@@ -7,15 +7,16 @@ use chrono::Utc;
 use serde_json::{json, Value};
 
 use super::views::patch_of;
-use super::{Cx, Engine, Spent, Translated};
+use super::{translation, Cx, Engine, Spent, Translated};
 use crate::auth::Identity;
 use crate::config::Validation;
 use crate::credits;
 use crate::error::ProxyError;
+use crate::upstream::UpstreamError;
 use mapping::dialect::doc::{Agent, Availability, Page, Search, TaskRef};
 use mapping::dialect::mapping::{Op, Returns};
 use mapping::dialect::{Canonical, Decoded};
-use mapping::task::{Operation, Status, StepSource, TaskPatch};
+use mapping::task::{Operation, Status, TaskPatch};
 use masumi::attachment01::{Mode, Schema};
 use store::{Hold, Settlement};
 use store::{StoreError, Stored, TaskQuery};
@@ -27,7 +28,7 @@ const UPDATE_ATTEMPTS: usize = 5;
 const MAX_TURNS: u32 = 10;
 
 pub(super) fn store_error(e: StoreError) -> ProxyError {
-    ProxyError::Store(e.to_string())
+    ProxyError::Store(e)
 }
 
 impl Engine {
@@ -51,16 +52,12 @@ impl Engine {
         }
         let now = Utc::now();
         let mut task = mapping::task::Task::new(&t.route, now);
-        request.apply_draft(&mut task);
-        task.turn = 1;
+        translation::start_task(&mut task, &request, &t.back, now);
         // A task the client put in no conversation is a conversation of its own.
         task.conversation.get_or_insert_with(|| task.id.clone());
         if let Some(id) = cx.identity {
             task.subject = Some(id.subject.clone());
             task.plan = id.plan.clone();
-        }
-        if t.back.steps == StepSource::Synthesized {
-            task.start_steps(now);
         }
         // The task row, and the credits it holds, exist before anything happens upstream: nothing
         // is started that interlingua does not know about, or that the plan cannot pay for.
@@ -122,13 +119,8 @@ impl Engine {
             }
         };
         let mut patch = patch_of(&answer, &t.upstream.config.name, &t.back.name)?;
-        if back_op.returns == Returns::Result && patch.status.is_none() {
-            patch.status = Some(Status::Completed);
-        }
-        // A back without ids of its own (a turn-based agent) knows the task by interlingua's.
-        patch
-            .upstream_id
-            .get_or_insert_with(|| stored.task.id.clone());
+        translation::created_patch(&mut patch, back_op);
+        translation::default_upstream_id(&mut patch, &stored.task.id);
         let mut stored = self.apply(t, stored, patch, cx).await?;
         stored = self.pay_for(t, stored, cx).await?;
         if !stored.task.status.is_terminal() {
@@ -138,7 +130,7 @@ impl Engine {
         }
         if waits {
             stored = self.wait_until_settled(t, fop, stored, cx).await?;
-            failed_as_error(fop, &stored)?;
+            translation::failed_as_error(fop, &stored.task)?;
         }
         Ok(Canonical::front(stored.task))
     }
@@ -183,7 +175,7 @@ impl Engine {
                 return;
             }
             turns += 1;
-            let back = Canonical::back(&stored.task).with_turn(stored.task.turn + turns - 1);
+            let back = translation::turn_doc(&stored.task, stored.task.turn + turns - 1);
             let answer = self.call_back(t, Operation::GetTask, &back, &mut cx).await;
             match self.settle_sync(t, stored, answer, &mut cx).await {
                 Some(s) => stored = s,
@@ -205,7 +197,7 @@ impl Engine {
         let patch = match answer.and_then(|a| patch_of(&a, &t.upstream.config.name, &t.back.name)) {
             Ok(mut p) => {
                 p.status.get_or_insert(Status::Completed);
-                p.upstream_id.get_or_insert_with(|| task_id.clone());
+                translation::default_upstream_id(&mut p, &task_id);
                 p
             }
             Err(e) => {
@@ -265,11 +257,7 @@ impl Engine {
                 task.status.name()
             )));
         }
-        let waiting = task
-            .steps
-            .iter()
-            .rposition(|s| s.status == Status::AwaitingInput)
-            .or(task.steps.len().checked_sub(1));
+        let waiting = translation::waiting_step(task);
         if let (Some(wanted), Some(i)) = (request.step_id(), waiting) {
             if task.steps[i].id != wanted {
                 return Err(ProxyError::Conflict(format!(
@@ -278,24 +266,20 @@ impl Engine {
             }
         }
         let input = request.input();
-        let given = request.given_input();
         if fop.validate.is_some() {
             if let Some(schema) = &task.input_request {
-                let value = given.params.clone();
+                let value = request.given_input().params;
                 validate_against(schema, value, t.settings.validation).map_err(|e| match e {
                     SchemaProblem::Input(e) => e,
-                    SchemaProblem::Schema(msg) => ProxyError::UpstreamInvalid {
+                    SchemaProblem::Schema(msg) => ProxyError::Upstream(UpstreamError::Invalid {
                         upstream: t.upstream.config.name.clone(),
                         dialect: t.back.name.clone(),
                         detail: format!("its input request is not a valid schema: {msg}"),
-                    },
+                    }),
                 })?;
             }
         }
-        let back_doc = Canonical::back(task)
-            .with_turn(task.turn + 1)
-            .with_step(waiting)
-            .with_input(input.clone());
+        let back_doc = translation::provide_input_doc(task, waiting, input.clone());
         // No refresh of this task runs between the input reaching the back and the task being
         // stored as running again: one that did could see the agent already done and store the
         // end first, and the step the input started would never be recorded (payments-py's
@@ -309,17 +293,12 @@ impl Engine {
         // again, as far as interlingua knows; the next poll of the back says more.
         drop(back_doc);
         let mut patch = patch_of(&answer, &t.upstream.config.name, &t.back.name)?;
-        patch.status.get_or_insert(Status::Running);
-        patch.upstream_id = None;
-        patch.next_turn = true;
-        if let Some(i) = waiting {
-            patch.answered = Some((stored.task.steps[i].id.clone(), given));
-        }
+        translation::input_patch(&mut patch, &stored.task, waiting, &request);
         let mut stored = self.apply(t, stored, patch, cx).await?;
         drop(last_refresh);
         if fop.waits(&request, &t.front_ctx()) {
             stored = self.wait_until_settled(t, fop, stored, cx).await?;
-            failed_as_error(fop, &stored)?;
+            translation::failed_as_error(fop, &stored.task)?;
         }
         Ok(Canonical::front(stored.task)
             .with_step(waiting)
@@ -450,7 +429,7 @@ impl Engine {
                 available: true,
                 message: "the agent's server is reachable".to_string(),
             },
-            Err(why) => unavailable(why),
+            Err(why) => unavailable(why.detail().to_string()),
         };
         Ok(Canonical::empty().with_availability(&availability))
     }
@@ -524,10 +503,12 @@ impl Engine {
                 }
                 Err(e) => return Err(e),
             };
-            let schema = schema.ok_or_else(|| ProxyError::UpstreamInvalid {
-                upstream: t.upstream.config.name.clone(),
-                dialect: t.back.name.clone(),
-                detail: "no input schema in the answer".to_string(),
+            let schema = schema.ok_or_else(|| {
+                ProxyError::Upstream(UpstreamError::Invalid {
+                    upstream: t.upstream.config.name.clone(),
+                    dialect: t.back.name.clone(),
+                    detail: "no input schema in the answer".to_string(),
+                })
             })?;
             self.schemas
                 .lock()
@@ -557,11 +538,11 @@ impl Engine {
         };
         validate_against(&schema, value, t.settings.validation).map_err(|e| match e {
             SchemaProblem::Input(e) => e,
-            SchemaProblem::Schema(msg) => ProxyError::UpstreamInvalid {
+            SchemaProblem::Schema(msg) => ProxyError::Upstream(UpstreamError::Invalid {
                 upstream: t.upstream.config.name.clone(),
                 dialect: t.back.name.clone(),
                 detail: format!("its input schema is not valid: {msg}"),
-            },
+            }),
         })
     }
 
@@ -669,16 +650,12 @@ impl Engine {
         mut patch: TaskPatch,
         cx: &mut Cx<'_>,
     ) -> Result<Stored, ProxyError> {
-        // A back that asks for input without saying what: the input its mapping declares.
-        if patch.status == Some(Status::AwaitingInput) && patch.input_request.is_none() {
-            patch.input_request = t.back.input_schema.clone();
-        }
         // Set when the patch could not be stored: the task then fails instead, and the caller
         // hears why.
         let mut unstorable: Option<ProxyError> = None;
         for _ in 0..UPDATE_ATTEMPTS {
             let mut task = stored.task.clone();
-            let seen = task.observe(patch.clone(), t.back.steps, Utc::now());
+            let seen = translation::fold(&mut task, patch.clone(), &t.back, Utc::now());
             if !seen.changed {
                 return match unstorable {
                     Some(e) => Err(e),
@@ -716,11 +693,11 @@ impl Engine {
                         message: Some(format!("the agent's answer nests too deep: {detail}")),
                         ..TaskPatch::default()
                     };
-                    unstorable = Some(ProxyError::UpstreamInvalid {
+                    unstorable = Some(ProxyError::Upstream(UpstreamError::Invalid {
                         upstream: t.upstream.config.name.clone(),
                         dialect: t.back.name.clone(),
                         detail,
-                    });
+                    }));
                 }
                 Err(StoreError::Conflict) => {
                     stored = self
@@ -733,9 +710,8 @@ impl Engine {
                 Err(e) => return Err(store_error(e)),
             }
         }
-        Err(ProxyError::Store(
-            "the task kept changing under concurrent updates".to_string(),
-        ))
+        // Lost every race: the last conflict stands.
+        Err(ProxyError::Store(StoreError::Conflict))
     }
 
     /// A task whose call to the back was in flight when interlingua stopped (a synchronous
@@ -830,14 +806,14 @@ impl Engine {
                 if fop.timeout_answers_task {
                     return Ok(stored);
                 }
-                return Err(ProxyError::UpstreamTimeout {
+                return Err(ProxyError::Upstream(UpstreamError::Timeout {
                     upstream: t.upstream.config.name.clone(),
                     detail: format!(
                         "task `{}` did not finish within sync_timeout ({}); it goes on, and its credits settle when it ends",
                         stored.task.id,
                         humantime::format_duration(t.settings.sync_timeout)
                     ),
-                });
+                }));
             }
             let interval =
                 super::follow::follow_interval(now - start, t.settings.poll_max_interval);
@@ -845,21 +821,6 @@ impl Engine {
             stored = self.refresh_within(t, stored, interval, cx).await?;
         }
     }
-}
-
-/// A front that answers a failed task as an error (`failed = "error"`): the agent's words, or
-/// why interlingua gave up, as the message.
-fn failed_as_error(fop: &Op, stored: &Stored) -> Result<(), ProxyError> {
-    if fop.failed_as_error && stored.task.status == Status::Failed {
-        let task = &stored.task;
-        let message = task
-            .message
-            .clone()
-            .or_else(|| task.output.text.clone())
-            .unwrap_or_else(|| format!("task `{}` failed", task.id));
-        return Err(ProxyError::TaskFailed { message });
-    }
-    Ok(())
 }
 
 /// The page a search asks for (from 1) and its size (1 to 1000; 10 unless said).

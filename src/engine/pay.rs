@@ -80,7 +80,7 @@ impl Engine {
             .store
             .purchases(&stored.task.id)
             .await
-            .map_err(|e| ProxyError::Store(e.to_string()))?;
+            .map_err(ProxyError::Store)?;
         let Some(purchase) = found.into_iter().next() else {
             // The payment request was stored but nothing bought: interlingua stopped between the
             // agent's answer and the purchase. Buy it now (a purchase that did reach the service
@@ -119,7 +119,7 @@ impl Engine {
         self.store
             .save_purchase(&purchase)
             .await
-            .map_err(|e| ProxyError::Store(e.to_string()))?;
+            .map_err(ProxyError::Store)?;
         if stored.task.status.is_terminal() {
             return Ok(stored);
         }

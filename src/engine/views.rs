@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use crate::error::ProxyError;
+use crate::upstream::UpstreamError;
 use mapping::dialect::doc::{self, ErrorFields, Side};
 use mapping::dialect::{Canonical, Decoded};
 use mapping::task::{Task, TaskPatch};
@@ -23,30 +24,16 @@ pub fn back_task(task: &Task) -> Value {
     doc::task_json(task, Side::Back)
 }
 
-/// What a front's create request (a decoded document) says about the task to create.
-pub fn apply_draft(task: &mut Task, decoded: &Value) {
-    Decoded::from(decoded.clone()).apply_draft(task);
-}
-
 /// What a back's answer (a decoded document) says about a task. `upstream` and `dialect` name
 /// it in errors.
-pub fn patch_from_back(
-    decoded: &Value,
-    upstream: &str,
-    dialect: &str,
-) -> Result<TaskPatch, ProxyError> {
-    patch_of(&Decoded::from(decoded.clone()), upstream, dialect)
-}
-
-/// [`patch_from_back`] of a decoded answer.
 pub fn patch_of(answer: &Decoded, upstream: &str, dialect: &str) -> Result<TaskPatch, ProxyError> {
-    answer
-        .task_patch()
-        .map_err(|e| ProxyError::UpstreamInvalid {
+    answer.task_patch().map_err(|e| {
+        ProxyError::Upstream(UpstreamError::Invalid {
             upstream: upstream.to_string(),
             dialect: dialect.to_string(),
             detail: format!("it does not fit the canonical task: {e}"),
         })
+    })
 }
 
 /// The canonical error document for `err`.

@@ -15,7 +15,8 @@ use serde_json::{json, Value};
 
 use super::{call_record, Purchase, PurchaseState};
 use crate::config::MasumiService;
-use crate::engine::client::{Client, Url};
+use crate::config::Url;
+use crate::upstream::Client;
 use mapping::task::Task;
 
 /// How long one call to the payment service may take.
@@ -101,14 +102,14 @@ enum Reply {
 async fn call(client: &Client, s: &MasumiService, path: &str, body: &Value) -> Reply {
     let url = match Url::parse(&format!("{}{path}", s.url)) {
         Ok(u) => u,
-        Err(e) => return Reply::Failed(None, e),
+        Err(e) => return Reply::Failed(None, e.to_string()),
     };
     let (status, raw) = match client
         .post_json(&url, &[("token", s.token.as_str())], body, CALL_TIMEOUT)
         .await
     {
         Ok(r) => r,
-        Err(e) => return Reply::Failed(None, e),
+        Err(e) => return Reply::Failed(None, e.to_string()),
     };
     let answer: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
     let message = answer

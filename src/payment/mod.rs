@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::config::PaymentService;
-use crate::engine::client::Client;
+use crate::upstream::Client;
 use mapping::task::Task;
 pub use store::{Purchase, PurchaseState};
 

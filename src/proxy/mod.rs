@@ -24,11 +24,8 @@
 pub mod access;
 pub mod ctx;
 pub mod path;
-pub mod request_id;
 pub mod respond;
-pub mod routing;
 pub mod translate;
-pub mod upstream;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,8 +37,10 @@ use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
 
 use crate::error::ProxyError;
+use crate::request_id;
 use crate::state::State;
 use crate::telemetry::ACCESS_LOG_TARGET;
+use crate::upstream::UpstreamError;
 use ctx::RequestCtx;
 
 /// The proxy application pingora runs for every request on the proxy listeners.
@@ -102,10 +101,10 @@ impl Proxy {
         let now = Instant::now();
         ctx.upstream_last = Some(now);
         match ctx.upstream_deadline {
-            Some(deadline) if now > deadline => Err(ProxyError::UpstreamTimeout {
+            Some(deadline) if now > deadline => Err(ProxyError::Upstream(UpstreamError::Timeout {
                 upstream: self.upstream_name(ctx).to_string(),
                 detail: "the exchange ran past total_timeout".to_string(),
-            }),
+            })),
             _ => Ok(()),
         }
     }
@@ -195,7 +194,10 @@ impl ProxyHttp for Proxy {
         ctx.upstream_started.get_or_insert(now);
         ctx.upstream_deadline
             .get_or_insert(now + upstream.config.total_timeout);
-        upstream.peer().await.map_err(ProxyError::into_pingora)
+        upstream
+            .peer()
+            .await
+            .map_err(|e| ProxyError::Upstream(e).into_pingora())
     }
 
     async fn upstream_request_filter(
@@ -209,7 +211,11 @@ impl ProxyHttp for Proxy {
             if route.access.auth {
                 upstream_request.remove_header(&http::header::AUTHORIZATION);
             }
-            upstream::add_route_headers(upstream_request, &route.access, ctx.identity.as_ref())?;
+            crate::upstream::add_route_headers(
+                upstream_request,
+                &route.access,
+                ctx.identity.as_ref().map(|i| i.caller()),
+            )?;
         }
         upstream_request.insert_header(request_id::HEADER, ctx.request_id.as_str())
     }

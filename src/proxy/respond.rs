@@ -11,10 +11,11 @@ use pingora::http::ResponseHeader;
 use pingora::proxy::{FailToProxy, Session};
 
 use super::ctx::RequestCtx;
-use super::request_id;
 use crate::auth::challenge;
 use crate::engine::views::error_doc;
 use crate::error::ProxyError;
+use crate::request_id;
+use crate::upstream::UpstreamError;
 use mapping::dialect::{self, Canonical, Context, Mapping};
 
 /// Answers the client with `err`, or does nothing when `err` is `None` (the client is gone) or
@@ -35,8 +36,8 @@ pub async fn error(
     // A connection may carry the next request only if nothing of this one is left unread.
     let can_reuse = match &err {
         ProxyError::NoRoute { .. }
-        | ProxyError::UpstreamFailed { .. }
-        | ProxyError::UpstreamTimeout { .. } => session.is_body_empty(),
+        | ProxyError::Upstream(UpstreamError::Failed { .. })
+        | ProxyError::Upstream(UpstreamError::Timeout { .. }) => session.is_body_empty(),
         ProxyError::NoOperation { .. }
         | ProxyError::NotJson(_)
         | ProxyError::InvalidRequest(_)
@@ -47,8 +48,8 @@ pub async fn error(
         | ProxyError::TaskEnded(_)
         | ProxyError::Refused { .. }
         | ProxyError::Unsupported { .. }
-        | ProxyError::UpstreamInvalid { .. }
-        | ProxyError::UpstreamRejected { .. }
+        | ProxyError::Upstream(UpstreamError::Invalid { .. })
+        | ProxyError::Upstream(UpstreamError::Rejected { .. })
         | ProxyError::PaymentRequired { .. }
         | ProxyError::TaskFailed { .. }
         | ProxyError::Store(_) => true,
@@ -171,8 +172,8 @@ fn error_headers(err: &ProxyError) -> Vec<(&'static str, String)> {
         | ProxyError::BodyTooLarge { .. }
         | ProxyError::BadRequest(_)
         | ProxyError::ClientTimeout
-        | ProxyError::UpstreamFailed { .. }
-        | ProxyError::UpstreamTimeout { .. }
+        | ProxyError::Upstream(UpstreamError::Failed { .. })
+        | ProxyError::Upstream(UpstreamError::Timeout { .. })
         | ProxyError::NoOperation { .. }
         | ProxyError::NotJson(_)
         | ProxyError::InvalidRequest(_)
@@ -183,8 +184,8 @@ fn error_headers(err: &ProxyError) -> Vec<(&'static str, String)> {
         | ProxyError::TaskEnded(_)
         | ProxyError::Refused { .. }
         | ProxyError::Unsupported { .. }
-        | ProxyError::UpstreamInvalid { .. }
-        | ProxyError::UpstreamRejected { .. }
+        | ProxyError::Upstream(UpstreamError::Invalid { .. })
+        | ProxyError::Upstream(UpstreamError::Rejected { .. })
         | ProxyError::PaymentRequired { .. }
         | ProxyError::TaskFailed { .. }
         | ProxyError::Store(_)

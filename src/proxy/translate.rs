@@ -14,9 +14,9 @@ use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
 
 use super::ctx::RequestCtx;
-use super::request_id;
 use crate::engine::{Body, FrontRequest, Spent, Translated};
 use crate::error::ProxyError;
+use crate::request_id;
 use crate::state::State;
 
 /// Answers a request on a translated route.

@@ -3,8 +3,8 @@
 //! Nothing here sleeps to synchronise: waits are on conditions (a channel, a counter, a socket
 //! state) and every wait has a deadline, so a broken proxy fails a test instead of hanging it.
 //!
-//! Here: upstreams ([`Upstream`], [`sample_agent`]), an in-process proxy ([`Proxy`], [`config`])
-//! and a client. Beside it: [`wait`] (polling with deadlines), [`secrets`] (the signing key, the
+//! Here: upstreams ([`Upstream`], [`sample_agent`], and [`sample_agent_on`] whose clock the
+//! test moves), an in-process proxy ([`Proxy`], [`config`]) and a client. Beside it: [`wait`] (polling with deadlines), [`secrets`] (the signing key, the
 //! admin token, tokens), [`tokens`] (the auth tests' keys, token builders and JWKS server),
 //! [`money`] (paid routes and the admin API's credits), [`process`] (the `interlingua` binary as
 //! a child), [`peers`] (real third-party peers in Python) and [`raw`] (HTTP/1.1 written and read
@@ -37,7 +37,9 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use interlingua::server::{Server, ShutdownHandle, ShutdownReport};
-use samples::Options;
+use mapping::task::Task;
+use samples::{Clock, Options};
+use store::{SqliteStore, TaskQuery, TaskStore};
 use tokio::net::TcpListener;
 use wait::wait_until;
 
@@ -265,11 +267,35 @@ where
     F: FnOnce(TcpListener, Options) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
+    sample_agent_with(serve, Options::work(work)).await
+}
+
+/// Starts a sample agent as [`sample_agent`] does, its tasks taking `work` by `clock`: with a
+/// [`Clock::manual`], a task stays in its first state (and a synchronous answer unsent) until
+/// the test moves the clock on, so that the test, not the time it takes, decides when the agent
+/// gets on with it.
+pub async fn sample_agent_on<F, Fut>(serve: F, work: Duration, clock: &Clock) -> SocketAddr
+where
+    F: FnOnce(TcpListener, Options) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let options = Options {
+        work,
+        clock: clock.clone(),
+    };
+    sample_agent_with(serve, options).await
+}
+
+async fn sample_agent_with<F, Fut>(serve: F, options: Options) -> SocketAddr
+where
+    F: FnOnce(TcpListener, Options) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind a sample agent");
     let addr = listener.local_addr().expect("sample agent address");
-    tokio::spawn(serve(listener, Options { work }));
+    tokio::spawn(serve(listener, options));
     addr
 }
 
@@ -352,6 +378,30 @@ impl Proxy {
     pub async fn client_timeouts_showing(&self, kind: &str, n: usize) {
         let line = format!("interlingua_client_timeouts_total{{kind=\"{kind}\"}} {n}");
         self.metrics_showing(&[&line]).await;
+    }
+
+    /// The newest task in the proxy's store once `holds` holds of it (a stage of its life the
+    /// test waits for, as the proxy stored it); fails the test, naming `what`, after the deadline.
+    pub async fn latest_task(&self, what: &str, holds: impl Fn(&Task) -> bool) -> Task {
+        let store = SqliteStore::open(&self.data_dir()).expect("the proxy's store");
+        let newest = TaskQuery {
+            page: 1,
+            page_size: 1,
+            ..TaskQuery::default()
+        };
+        wait::eventually(&format!("the task {what}"), || async {
+            match store
+                .search(&newest)
+                .await
+                .map_err(|e| e.to_string())?
+                .0
+                .pop()
+            {
+                Some(t) if holds(&t) => Ok(t),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await
     }
 
     /// The data directory (the task store and ledger live there).

@@ -89,7 +89,7 @@ impl<'a> Collector<'a> {
         &mut self,
         span: Option<Range<usize>>,
         path: impl Into<String>,
-        message: impl Into<String>,
+        message: impl std::fmt::Display,
     ) {
         let line_col = span.map(|s| line_col(self.text, s.start));
         self.problems.push(Problem {
@@ -98,7 +98,7 @@ impl<'a> Collector<'a> {
                 line_col,
                 path: path.into(),
             },
-            message: message.into(),
+            message: message.to_string(),
         });
     }
 

@@ -2,26 +2,39 @@
 
 use std::time::Duration;
 
+/// A value that is not in the unit a setting wants; the message says what to write instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnitError {
+    #[error("`{text}` has no unit; write it as \"{number}s\" or \"{number}ms\"")]
+    NoUnit { text: String, number: String },
+    #[error("`{text}` is not a duration ({detail}); examples: \"5s\", \"250ms\", \"1m 30s\"")]
+    Duration { text: String, detail: String },
+    #[error("`{0}` is not a size; examples: \"10MiB\", \"512KB\", \"1048576\"")]
+    Size(String),
+}
+
 /// Parses a duration such as `"5s"`, `"250ms"` or `"1m 30s"`. A bare number is refused: a
 /// timeout of `5` could mean seconds or milliseconds, and guessing wrong is a silent outage.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
     let trimmed = text.trim();
     if !trimmed.is_empty() && trimmed.chars().all(|c| c.is_ascii_digit()) {
-        return Err(format!(
-            "`{text}` has no unit; write it as \"{trimmed}s\" or \"{trimmed}ms\""
-        ));
+        return Err(UnitError::NoUnit {
+            text: text.to_string(),
+            number: trimmed.to_string(),
+        });
     }
-    humantime::parse_duration(trimmed).map_err(|e| {
-        format!("`{text}` is not a duration ({e}); examples: \"5s\", \"250ms\", \"1m 30s\"")
+    humantime::parse_duration(trimmed).map_err(|e| UnitError::Duration {
+        text: text.to_string(),
+        detail: e.to_string(),
     })
 }
 
 /// Parses a size such as `"10MiB"`, `"512KB"` or `"1048576"` (bytes) into bytes.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, UnitError> {
     text.trim()
         .parse::<bytesize::ByteSize>()
         .map(|b| b.as_u64())
-        .map_err(|_| format!("`{text}` is not a size; examples: \"10MiB\", \"512KB\", \"1048576\""))
+        .map_err(|_| UnitError::Size(text.to_string()))
 }
 
 #[cfg(test)]
@@ -33,7 +46,10 @@ mod tests {
         assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("1m 30s"), Ok(Duration::from_secs(90)));
-        assert!(parse_duration("5").unwrap_err().contains("no unit"));
+        assert!(parse_duration("5")
+            .unwrap_err()
+            .to_string()
+            .contains("no unit"));
         assert!(parse_duration("soon").is_err());
     }
 

@@ -83,7 +83,7 @@ use std::collections::HashSet;
 
 use serde_json::{json, Map, Number, Value};
 
-use super::attachment01::{Field, Mode, Schema};
+use super::attachment01::{Field, Mode, Schema, SchemaError};
 
 /// The `data` key under which a JSON-text `textarea` keeps the JSON Schema of
 /// the property it stands for.
@@ -91,6 +91,17 @@ pub const JSON_SCHEMA_DATA_KEY: &str = "json_schema";
 
 /// The `tel-pattern` format of DIALECTS.md §4, as a JSON Schema `pattern`.
 const TEL_PATTERN: &str = r"^[\d\s\-\(\)\+]+$";
+
+/// Why a schema could not be converted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConvertError {
+    /// The Attachment 01 schema is one the validator rejects.
+    #[error(transparent)]
+    Attachment01(#[from] SchemaError),
+    /// A JSON Schema that is not an object (its JSON kind).
+    #[error("a JSON Schema must be an object, got {0}")]
+    NotAnObject(&'static str),
+}
 
 /// Renders an Attachment 01 schema as a JSON Schema object.
 ///
@@ -101,7 +112,7 @@ const TEL_PATTERN: &str = r"^[\d\s\-\(\)\+]+$";
 /// with the [`SchemaError`](super::attachment01::SchemaError) text, on
 /// anything the validator would reject at load: a non-object document, or a
 /// field without a string `id`/`type`. Never panics.
-pub fn to_json_schema(attachment01: &Value) -> Result<Value, String> {
+pub fn to_json_schema(attachment01: &Value) -> Result<Value, ConvertError> {
     let wrapped;
     let doc = if attachment01.is_array() {
         wrapped = Value::Object(Map::from_iter([(
@@ -112,7 +123,7 @@ pub fn to_json_schema(attachment01: &Value) -> Result<Value, String> {
     } else {
         attachment01
     };
-    let schema = Schema::from_json(doc, Mode::Reference).map_err(|e| e.to_string())?;
+    let schema = Schema::from_json(doc, Mode::Reference)?;
     let mut properties = Map::new();
     let mut required = Vec::new();
     let mut seen = HashSet::new();
@@ -141,12 +152,9 @@ pub fn to_json_schema(attachment01: &Value) -> Result<Value, String> {
 /// required field with id `"input"`. Every output is accepted by
 /// [`Schema::from_json`] in both modes. Fails only when `schema` is not a
 /// JSON object. Never panics.
-pub fn from_json_schema(schema: &Value) -> Result<Value, String> {
+pub fn from_json_schema(schema: &Value) -> Result<Value, ConvertError> {
     let Value::Object(obj) = schema else {
-        return Err(format!(
-            "a JSON Schema must be an object, got {}",
-            kind(schema)
-        ));
+        return Err(ConvertError::NotAnObject(kind(schema)));
     };
     let fields: Vec<Value> = match obj.get("properties") {
         Some(Value::Object(props)) => {
@@ -948,7 +956,7 @@ mod tests {
         }
         assert_eq!(
             from_json_schema(&json!([1, 2])),
-            Err("a JSON Schema must be an object, got array".to_owned())
+            Err(ConvertError::NotAnObject("array"))
         );
         assert_eq!(
             to_json_schema(&json!({})).expect("an empty schema converts"),

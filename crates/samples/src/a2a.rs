@@ -549,7 +549,7 @@ impl Agent {
         let tasks = self.tasks.lock();
         let task = tasks
             .get(&task_id)
-            .map(|t| t.render(&self.options, v, Instant::now(), history))
+            .map(|t| t.render(&self.options, v, self.options.clock.now(), history))
             .ok_or_else(|| RpcError::task_not_found(&task_id))?;
         Ok(rpc_reply(id, framed(v, "task", task)))
     }
@@ -568,9 +568,9 @@ impl Agent {
                 .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
             mode: mode_of(&message, &text),
             text,
-            started: Instant::now(),
+            started: self.options.clock.now(),
             created: Utc::now(),
-            messages: vec![(Instant::now(), message)],
+            messages: vec![(self.options.clock.now(), message)],
             ask_id: uuid::Uuid::new_v4().to_string(),
             artifact_id: uuid::Uuid::new_v4().to_string(),
             input: None,
@@ -588,7 +588,7 @@ impl Agent {
         let task = tasks
             .get_mut(task_id)
             .ok_or_else(|| RpcError::task_not_found(task_id))?;
-        let now = Instant::now();
+        let now = self.options.clock.now();
         match task.state(&self.options, now).0 {
             State::InputRequired => {}
             s if s.terminal() => {
@@ -614,13 +614,14 @@ impl Agent {
 
     /// Waits until the task is terminal or interrupted, or until patience runs out.
     async fn wait_settled(&self, task_id: &str) {
-        let deadline = Instant::now() + self.options.patience();
-        while Instant::now() < deadline {
+        let clock = &self.options.clock;
+        let deadline = clock.now() + self.options.patience();
+        while clock.now() < deadline {
             let settled = self
                 .tasks
                 .lock()
                 .get(task_id)
-                .is_none_or(|t| t.state(&self.options, Instant::now()).0.settled());
+                .is_none_or(|t| t.state(&self.options, clock.now()).0.settled());
             if settled {
                 return;
             }
@@ -633,7 +634,7 @@ impl Agent {
         let history = history_length(params.get("historyLength"))?;
         let tasks = self.tasks.lock();
         let task = tasks.get(id).ok_or_else(|| RpcError::task_not_found(id))?;
-        Ok(task.render(&self.options, v, Instant::now(), history))
+        Ok(task.render(&self.options, v, self.options.clock.now(), history))
     }
 
     fn cancel(&self, v: Version, params: &Value) -> Result<Value, RpcError> {
@@ -642,7 +643,7 @@ impl Agent {
         let task = tasks
             .get_mut(id)
             .ok_or_else(|| RpcError::task_not_found(id))?;
-        let now = Instant::now();
+        let now = self.options.clock.now();
         if task.state(&self.options, now).0.terminal() {
             return Err(RpcError {
                 info: Some(("TASK_NOT_CANCELABLE", json!({"taskId": id}))),
@@ -676,7 +677,7 @@ impl Agent {
         };
         let history = history_length(params.get("historyLength"))?;
         let artifacts = params.get("includeArtifacts") == Some(&json!(true));
-        let now = Instant::now();
+        let now = self.options.clock.now();
         let tasks = self.tasks.lock();
         let mut found: Vec<(String, Value)> = tasks
             .values()
@@ -724,7 +725,11 @@ impl Agent {
         let task = tasks
             .get(task_id)
             .ok_or_else(|| RpcError::task_not_found(task_id))?;
-        if task.state(&self.options, Instant::now()).0.terminal() {
+        if task
+            .state(&self.options, self.options.clock.now())
+            .0
+            .terminal()
+        {
             return Err(RpcError::new(-32004, "The task is in a terminal state"));
         }
         Ok(self.stream(v, id.clone(), task_id.to_string()))
@@ -735,10 +740,10 @@ impl Agent {
     fn stream(self: &Arc<Self>, v: Version, rpc_id: Value, task_id: String) -> Reply {
         let agent = self.clone();
         let mut last = None;
-        Reply::polled(self.options, move || {
+        Reply::polled(self.options.clone(), move || {
             let tasks = agent.tasks.lock();
             let task = tasks.get(&task_id)?;
-            let now = Instant::now();
+            let now = agent.options.clock.now();
             let (state, since) = task.state(&agent.options, now);
             let frames = if last == Some(state) {
                 Vec::new()

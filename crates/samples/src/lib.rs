@@ -3,7 +3,8 @@
 //! be told to fail (input `mode`: `"ok"`, `"input"` or `"fail"`).
 //!
 //! A job's state is computed from the clock when it is read, so the agents need no background
-//! work and behave the same however often they are polled.
+//! work and behave the same however often they are polled. The clock is [`Options::clock`]:
+//! the real one, or a [`Clock::manual`] that a test moves on when it wants a job to move on.
 //!
 //! | module | dialect (DIALECTS.md) | how a job runs |
 //! |---|---|---|
@@ -20,6 +21,7 @@
 //! `mode:input` or `mode:fail` (see [`Mode::from_text`]).
 
 pub mod a2a;
+mod clock;
 pub mod echo;
 pub mod lmos;
 pub mod mae;
@@ -30,12 +32,14 @@ pub mod openai;
 #[cfg(test)]
 mod testing;
 
+pub use clock::Clock;
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -51,28 +55,40 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 /// How a sample agent behaves.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// How long a job takes from start to result (input waits not counted).
     pub work: Duration,
+    /// The time jobs go by.
+    pub clock: Clock,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             work: Duration::from_secs(3),
+            clock: Clock::default(),
         }
     }
 }
 
 impl Options {
+    /// Jobs taking `work` by the real clock.
+    pub fn work(work: Duration) -> Options {
+        Options {
+            work,
+            clock: Clock::default(),
+        }
+    }
+
     /// How often a waiting agent looks at a job again: short, so that blocking answers and event
     /// streams see each state change promptly.
     fn poll_step(&self) -> Duration {
         (self.work / 20).clamp(Duration::from_millis(5), Duration::from_millis(50))
     }
 
-    /// The longest a blocking answer or an event stream waits for a job to settle.
+    /// The longest a blocking answer or an event stream waits for a job to settle, by
+    /// [`Options::clock`].
     fn patience(&self) -> Duration {
         self.work * 4
     }
@@ -173,7 +189,8 @@ impl Reply {
         (tx, Reply::Sse(rx))
     }
 
-    /// An event stream that follows a job by polling it every [`Options::poll_step`]: each time,
+    /// An event stream that follows a job by polling it every [`Options::poll_step`] of real
+    /// time (so that it sees a change the clock did not make, a cancel, at once): each time,
     /// `poll` answers the events to send now (each value one event, as JSON) and whether they are
     /// the last, or `None` to end at once. The stream also ends when the client leaves, and
     /// after [`Options::patience`] whatever the job does.
@@ -183,14 +200,14 @@ impl Reply {
     {
         let (tx, reply) = Reply::sse_channel();
         tokio::spawn(async move {
-            let deadline = Instant::now() + o.patience();
+            let deadline = o.clock.now() + o.patience();
             while let Some((events, last)) = poll() {
                 for e in events {
                     if tx.send(e.to_string()).await.is_err() {
                         return;
                     }
                 }
-                if last || Instant::now() >= deadline {
+                if last || o.clock.now() >= deadline {
                     return;
                 }
                 tokio::time::sleep(o.poll_step()).await;
@@ -216,7 +233,10 @@ where
     R: Into<Reply>,
 {
     let state = Arc::new(S::default());
-    serve(listener, move |call| handler(state.clone(), options, call)).await;
+    serve(listener, move |call| {
+        handler(state.clone(), options.clone(), call)
+    })
+    .await;
 }
 
 /// Serves `handler` on `listener` until the task is dropped.

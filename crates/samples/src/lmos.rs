@@ -19,7 +19,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use hyper::{Method, StatusCode};
 use parking_lot::Mutex;
@@ -120,17 +119,17 @@ async fn handle(pending: Arc<Pending>, o: Options, call: Call) -> Reply {
                 Some(Err(e)) => return failure(&format!("the input is not JSON: {e}")),
                 Some(Ok(v)) => v,
             };
-            let started = Instant::now();
+            let started = o.clock.now();
             let answer = if *action == "chat" {
                 chat(&pending, input)
             } else {
                 run(input)
             };
-            tokio::time::sleep(o.work).await;
+            o.clock.sleep(o.work).await;
             match answer {
                 Ok(text) if *action == "chat" => Reply::Json(
                     StatusCode::OK,
-                    json!({"status": null, "responseTime": started.elapsed().as_secs_f64(),
+                    json!({"status": null, "responseTime": o.clock.now().duration_since(started).as_secs_f64(),
                            "messages": [{"role": "assistant", "content": text, "format": "text"}],
                            "anonymizationEntities": []}),
                 ),

@@ -66,7 +66,7 @@ async fn handle(runs: Arc<Runs>, o: Options, call: Call) -> (StatusCode, Value) 
             json!({"action": "final_answer", "summary": "ok"}),
         );
     }
-    tokio::time::sleep(o.work / 4).await;
+    o.clock.sleep(o.work / 4).await;
     let turn = body.get("turn").and_then(Value::as_u64).unwrap_or(1);
     let run_id = str_field(body, "run_id");
     if turn >= 2 {

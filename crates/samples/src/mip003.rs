@@ -75,7 +75,7 @@ fn detail(status: StatusCode, message: &str) -> (StatusCode, Value) {
 pub async fn serve(listener: TcpListener, options: Options) {
     let jobs: Arc<Mutex<HashMap<String, Job>>> = Arc::default();
     super::serve(listener, move |call| {
-        let jobs = jobs.clone();
+        let (jobs, options) = (jobs.clone(), options.clone());
         async move { handle(&jobs, &options, call) }
     })
     .await;
@@ -118,7 +118,7 @@ fn handle(jobs: &Mutex<HashMap<String, Job>>, o: &Options, call: Call) -> (Statu
                     purchaser: purchaser.to_string(),
                     text: text.to_string(),
                     mode: Mode::from_value_or_text(input.get("mode"), text),
-                    started: Instant::now(),
+                    started: o.clock.now(),
                     input: None,
                 },
             );
@@ -143,7 +143,7 @@ fn handle(jobs: &Mutex<HashMap<String, Job>>, o: &Options, call: Call) -> (Statu
                 return detail(StatusCode::NOT_FOUND, "Job not found");
             };
             let status_id = uuid::Uuid::new_v4().to_string();
-            let (status, schema, result) = match job.phase(o, Instant::now()) {
+            let (status, schema, result) = match job.phase(o, o.clock.now()) {
                 Phase::AwaitingPayment => ("awaiting_payment", Value::Null, Value::Null),
                 Phase::Running => ("running", Value::Null, Value::Null),
                 Phase::AwaitingInput => ("awaiting_input", more_schema(), Value::Null),
@@ -165,7 +165,7 @@ fn handle(jobs: &Mutex<HashMap<String, Job>>, o: &Options, call: Call) -> (Statu
             let Some(job) = jobs.get_mut(&job_id) else {
                 return detail(StatusCode::NOT_FOUND, &format!("Job {job_id} not found"));
             };
-            if !matches!(job.phase(o, Instant::now()), Phase::AwaitingInput) {
+            if !matches!(job.phase(o, o.clock.now()), Phase::AwaitingInput) {
                 return detail(
                     StatusCode::BAD_REQUEST,
                     &format!("Job {job_id} is not awaiting input"),
@@ -183,7 +183,7 @@ fn handle(jobs: &Mutex<HashMap<String, Job>>, o: &Options, call: Call) -> (Statu
                                       "field_errors": {"more": ["Required field 'more' is missing"]}}}),
                 );
             };
-            job.input = Some((Instant::now(), more.to_string()));
+            job.input = Some((o.clock.now(), more.to_string()));
             let hash = mip004::input_hash(&job.purchaser, &data).unwrap_or_default();
             (StatusCode::OK, json!({"input_hash": hash, "signature": ""}))
         }

@@ -154,9 +154,9 @@ struct Thread {
 impl Thread {
     /// Posts each message of `list` (a JSON array; absent: none) in order, up to the first one
     /// refused; `Err` is that refusal.
-    fn post_all(&mut self, list: Option<&Value>) -> Result<(), Reply> {
+    fn post_all(&mut self, list: Option<&Value>, now: Instant) -> Result<(), Reply> {
         for m in list.and_then(Value::as_array).into_iter().flatten() {
-            self.messages.push(new_message(m)?);
+            self.messages.push(new_message(m, now)?);
         }
         Ok(())
     }
@@ -284,7 +284,7 @@ fn content_text(content: &Value) -> Option<String> {
 }
 
 /// Reads a message to post; `Err` is the reply refusing it.
-fn new_message(body: &Value) -> Result<Message, Reply> {
+fn new_message(body: &Value, at: Instant) -> Result<Message, Reply> {
     let role = match str_field(body, "role") {
         Some(r @ ("user" | "assistant")) => r,
         Some(_) => {
@@ -301,7 +301,7 @@ fn new_message(body: &Value) -> Result<Message, Reply> {
         .ok_or_else(|| missing("content", body))?;
     Ok(Message {
         id: new_id("msg"),
-        at: Instant::now(),
+        at,
         created_at: Utc::now().timestamp(),
         role: role.into(),
         text,
@@ -347,7 +347,7 @@ impl Agent {
             None => json!({}),
         };
         let o = &self.options;
-        let now = Instant::now();
+        let now = o.clock.now();
         let segs: Vec<&str> = call.path.split('/').filter(|s| !s.is_empty()).collect();
         let mut hub = self.hub.lock();
         match (&call.method, segs.as_slice()) {
@@ -359,7 +359,7 @@ impl Agent {
                     messages: Vec::new(),
                     runs: Vec::new(),
                 };
-                thread.post_all(body.get("messages"))?;
+                thread.post_all(body.get("messages"), now)?;
                 let rendered = render_thread(&thread);
                 hub.threads.insert(thread.id.clone(), thread);
                 Ok(Reply::Json(StatusCode::OK, rendered))
@@ -370,7 +370,7 @@ impl Agent {
             )),
             (&Method::POST, ["v1", "threads", thread_id, "messages"]) => {
                 let thread = hub.thread_mut(thread_id)?;
-                let m = new_message(&body)?;
+                let m = new_message(&body, now)?;
                 let rendered = render_message(&m, thread_id, None);
                 thread.messages.push(m);
                 Ok(Reply::Json(StatusCode::OK, rendered))
@@ -410,7 +410,7 @@ impl Agent {
                 let assistant_id = str_field(&body, "assistant_id")
                     .ok_or_else(|| missing("assistant_id", &body))?;
                 hub.thread_mut(thread_id)?
-                    .post_all(body.get("additional_messages"))?;
+                    .post_all(body.get("additional_messages"), now)?;
                 let run = Run {
                     id: new_id("run"),
                     thread_id: thread_id.to_string(),
@@ -448,12 +448,12 @@ impl Agent {
     /// The run's events as they happen, from `thread.run.created` when `fresh`, else from its
     /// current status; the stream ends after the terminal event.
     fn stream(self: Arc<Self>, run_id: String, fresh: bool) -> Reply {
-        let o = self.options;
+        let o = self.options.clone();
         let mut last: Option<&'static str> = None;
-        Reply::polled(o, move || {
+        Reply::polled(o.clone(), move || {
             let hub = self.hub.lock();
             let run = hub.runs.get(&run_id)?;
-            let now = Instant::now();
+            let now = o.clock.now();
             let (status, _) = run.status(&o, now);
             let mut events = Vec::new();
             if last.is_none() && fresh {

@@ -131,7 +131,7 @@ impl Task {
     }
 
     fn render(&self, o: &Options) -> Value {
-        let (status, output, additional, steps) = self.view(o, Instant::now());
+        let (status, output, additional, steps) = self.view(o, o.clock.now());
         let created = format_iso_ms(self.created);
         let updated = format_iso_ms(Utc::now());
         let steps: Vec<Value> = steps
@@ -177,7 +177,7 @@ fn error(status: StatusCode, message: &str) -> (StatusCode, Value) {
 pub async fn serve(listener: TcpListener, options: Options) {
     let tasks: Arc<Mutex<HashMap<String, Task>>> = Arc::default();
     super::serve(listener, move |call| {
-        let tasks = tasks.clone();
+        let (tasks, options) = (tasks.clone(), options.clone());
         async move { handle(&tasks, &options, call) }
     })
     .await;
@@ -221,7 +221,7 @@ fn handle(tasks: &Mutex<HashMap<String, Task>>, o: &Options, call: Call) -> (Sta
                 query: query.to_string(),
                 mode: Mode::from_value_or_text(additional.get("mode"), query),
                 additional,
-                started: Instant::now(),
+                started: o.clock.now(),
                 created: Utc::now(),
                 steps: [step(), step(), step(), step()],
                 input: None,
@@ -247,7 +247,7 @@ fn handle(tasks: &Mutex<HashMap<String, Task>>, o: &Options, call: Call) -> (Sta
             if *step_id != t.steps[2] {
                 return error(StatusCode::BAD_REQUEST, "this step takes no input");
             }
-            let (_, _, _, steps) = t.view(o, Instant::now());
+            let (_, _, _, steps) = t.view(o, o.clock.now());
             if !steps
                 .iter()
                 .any(|s| s.index == 2 && s.status == "Not_Ready")
@@ -263,7 +263,7 @@ fn handle(tasks: &Mutex<HashMap<String, Task>>, o: &Options, call: Call) -> (Sta
             let Some(more) = more else {
                 return error(StatusCode::BAD_REQUEST, "input_additional.more is required");
             };
-            t.input = Some((Instant::now(), more.to_string()));
+            t.input = Some((o.clock.now(), more.to_string()));
             let rendered = t.render(o);
             let step = rendered["steps"][2].clone();
             (StatusCode::CREATED, step)

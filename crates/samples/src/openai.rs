@@ -25,10 +25,10 @@ const MODEL: &str = "gpt-4o-mini";
 
 /// Serves the agent on `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener, options: Options) {
-    super::serve(
-        listener,
-        move |call| async move { handle(&options, call).await },
-    )
+    super::serve(listener, move |call| {
+        let options = options.clone();
+        async move { handle(&options, call).await }
+    })
     .await;
 }
 
@@ -188,10 +188,11 @@ async fn complete(o: &Options, call: &Call) -> Reply {
         }
         events.push("[DONE]".to_string());
         let pause = o.work / u32::try_from(events.len()).unwrap_or(u32::MAX);
+        let clock = o.clock.clone();
         tokio::spawn(async move {
             for (i, e) in events.into_iter().enumerate() {
                 if i > 0 {
-                    tokio::time::sleep(pause).await;
+                    clock.sleep(pause).await;
                 }
                 if tx.send(e).await.is_err() {
                     return;
@@ -200,7 +201,7 @@ async fn complete(o: &Options, call: &Call) -> Reply {
         });
         return reply;
     }
-    tokio::time::sleep(o.work).await;
+    o.clock.sleep(o.work).await;
     Reply::Json(
         StatusCode::OK,
         json!({

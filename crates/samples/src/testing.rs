@@ -33,7 +33,7 @@ impl Agent {
     {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(serve(listener, Options { work: WORK }));
+        tokio::spawn(serve(listener, Options::work(WORK)));
         Agent {
             base,
             http: reqwest::Client::new(),

@@ -175,7 +175,7 @@ impl Builtin {
     }
 
     /// Checks the number of arguments at load time.
-    pub fn check_arity(self, n: usize) -> Result<(), String> {
+    pub fn check_arity(self, n: usize) -> Result<(), BuiltinError> {
         let (name, min, max) = self.entry();
         if n < min || n > max {
             let takes = if min == max {
@@ -183,17 +183,42 @@ impl Builtin {
             } else {
                 format!("{min} to {max}")
             };
-            return Err(format!("`{name}` takes {takes} argument(s), not {n}"));
+            return Err(BuiltinError::Arity {
+                name,
+                takes,
+                given: n,
+            });
         }
         if self == Builtin::Object && n % 2 != 0 {
-            return Err("`object` takes key, value pairs".to_string());
+            return Err(BuiltinError::Pairs);
         }
         Ok(())
     }
 }
 
+/// Why a builtin cannot be called (at load: its arguments; when evaluated: its input).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BuiltinError {
+    #[error("`{name}` takes {takes} argument(s), not {given}")]
+    Arity {
+        name: &'static str,
+        takes: String,
+        given: usize,
+    },
+    #[error("`object` takes key, value pairs")]
+    Pairs,
+    #[error(transparent)]
+    Unit(#[from] crate::units::UnitError),
+    #[error("duration too long")]
+    DurationTooLong,
+    #[error(transparent)]
+    Hash(#[from] mip004::CanonicalError),
+    #[error(transparent)]
+    Schema(#[from] masumi::json_schema::ConvertError),
+}
+
 /// Calls `f` with evaluated arguments (absent ones as `None`).
-pub fn call(f: Builtin, args: Vec<Option<Value>>) -> Result<Option<Value>, String> {
+pub fn call(f: Builtin, args: Vec<Option<Value>>) -> Result<Option<Value>, BuiltinError> {
     let arg = |i: usize| args.get(i).cloned().flatten();
     let text = |i: usize| arg(i).and_then(|v| v.as_str().map(str::to_string));
     Ok(match f {
@@ -214,7 +239,7 @@ pub fn call(f: Builtin, args: Vec<Option<Value>>) -> Result<Option<Value>, Strin
         Builtin::NowPlusMs => {
             let Some(d) = text(0) else { return Ok(None) };
             let d = crate::units::parse_duration(&d)?;
-            let ms = i64::try_from(d.as_millis()).map_err(|_| "duration too long".to_string())?;
+            let ms = i64::try_from(d.as_millis()).map_err(|_| BuiltinError::DurationTooLong)?;
             Some(Value::from(
                 chrono::Utc::now().timestamp_millis().saturating_add(ms),
             ))
@@ -222,9 +247,7 @@ pub fn call(f: Builtin, args: Vec<Option<Value>>) -> Result<Option<Value>, Strin
         Builtin::Mip004InputHash => {
             let id = text(0).unwrap_or_default();
             let data = arg(1).unwrap_or(Value::Object(Map::new()));
-            Some(Value::String(
-                mip004::input_hash(&id, &data).map_err(|e| e.to_string())?,
-            ))
+            Some(Value::String(mip004::input_hash(&id, &data)?))
         }
         Builtin::Mip004OutputHash => {
             let id = text(0).unwrap_or_default();

@@ -593,7 +593,7 @@ impl RuleCx<'_> {
             Some(t) => match crate::units::parse_duration(t.get_ref()) {
                 Ok(ttl) => ttl,
                 Err(e) => {
-                    p.at(Some(t.span()), "discover.ttl", e);
+                    p.at(Some(t.span()), "discover.ttl", e.to_string());
                     DISCOVER_TTL
                 }
             },

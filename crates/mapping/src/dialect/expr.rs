@@ -25,6 +25,7 @@
 //! A value is a JSON value or *absent*; a path that leads nowhere is absent, and absent is not an
 //! error: the field rule that uses it decides (default, required, or leave the field out).
 
+use super::syntax::SyntaxError;
 use serde_json::Value;
 
 use super::builtins::{self, Builtin};
@@ -74,7 +75,11 @@ pub struct EvalError(pub String);
 
 impl Expr {
     /// Parses `text`. The error says what was expected and at which character.
-    pub fn parse(text: &str) -> Result<Expr, String> {
+    pub fn parse(text: &str) -> Result<Expr, SyntaxError> {
+        Self::parse_text(text).map_err(SyntaxError::from)
+    }
+
+    fn parse_text(text: &str) -> Result<Expr, String> {
         let mut p = Parser {
             chars: text.chars().collect(),
             pos: 0,
@@ -102,7 +107,7 @@ impl Expr {
                     .iter()
                     .map(|a| a.eval(scope))
                     .collect::<Result<Vec<_>, _>>()?;
-                builtins::call(*f, values).map_err(EvalError)
+                builtins::call(*f, values).map_err(|e| EvalError(e.to_string()))
             }
             Expr::Coalesce(a, b) => match a.eval(scope)? {
                 // An empty string counts as absent: mapping variables default to "".
@@ -451,7 +456,7 @@ impl Parser {
                             }
                         }
                     }
-                    f.check_arity(args.len())?;
+                    f.check_arity(args.len()).map_err(|e| e.to_string())?;
                     return Ok(Expr::Call(f, args));
                 }
                 let mut path = vec![first];
@@ -619,7 +624,7 @@ mod tests {
             Some(json!(["n", {"a": 2}]))
         );
         assert_eq!(
-            Expr::parse("[1, 2").unwrap_err(),
+            Expr::parse("[1, 2").unwrap_err().to_string(),
             "expected `,` or `]` at the end"
         );
     }
@@ -628,12 +633,23 @@ mod tests {
     fn parse_errors_say_where() {
         assert!(Expr::parse("task.")
             .unwrap_err()
+            .to_string()
             .contains("expected a name"));
         assert!(Expr::parse("nope(1)")
             .unwrap_err()
+            .to_string()
             .contains("unknown function `nope`"));
-        assert!(Expr::parse("'open").unwrap_err().contains("unterminated"));
-        assert!(Expr::parse("a b").unwrap_err().contains("unexpected `b`"));
-        assert!(Expr::parse("uuid(1)").unwrap_err().contains("takes"));
+        assert!(Expr::parse("'open")
+            .unwrap_err()
+            .to_string()
+            .contains("unterminated"));
+        assert!(Expr::parse("a b")
+            .unwrap_err()
+            .to_string()
+            .contains("unexpected `b`"));
+        assert!(Expr::parse("uuid(1)")
+            .unwrap_err()
+            .to_string()
+            .contains("takes"));
     }
 }

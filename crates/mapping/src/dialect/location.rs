@@ -5,6 +5,7 @@
 //! kept as plain key/index segments: they are read without the query engine and can be written,
 //! which is what encoding needs. Paths with wildcards, filters or descent can only be read.
 
+use super::syntax::SyntaxError;
 use jsonpath_rust::parser::model::JpQuery;
 use serde_json::{Map, Value};
 
@@ -36,7 +37,11 @@ pub enum Location {
 impl JsonLocation {
     /// Parses a JSONPath. The error is `jsonpath-rust`'s message, or ours for what it accepts
     /// but interlingua cannot use.
-    pub fn parse(text: &str) -> Result<JsonLocation, String> {
+    pub fn parse(text: &str) -> Result<JsonLocation, SyntaxError> {
+        Self::parse_text(text).map_err(SyntaxError::from)
+    }
+
+    fn parse_text(text: &str) -> Result<JsonLocation, String> {
         let query = jsonpath_rust::parser::parse_json_path(text).map_err(|e| {
             // The parser's message is a multi-line drawing; its `= expected …` line says it all.
             let full = e.to_string();
@@ -217,6 +222,7 @@ mod tests {
     fn bad_paths_are_reported() {
         assert!(JsonLocation::parse("$.a[")
             .unwrap_err()
+            .to_string()
             .contains("bad JSONPath"));
         assert!(JsonLocation::parse("task.id").is_err());
     }

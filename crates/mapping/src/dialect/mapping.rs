@@ -1,5 +1,6 @@
 //! A compiled mapping: everything `mappings/<dialect>.toml` says, checked and ready to run.
 
+use super::syntax::SyntaxError;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -181,7 +182,11 @@ pub struct IdTemplate {
 }
 
 impl IdTemplate {
-    pub fn parse(text: &str) -> Result<IdTemplate, String> {
+    pub fn parse(text: &str) -> Result<IdTemplate, SyntaxError> {
+        Self::parse_text(text).map_err(SyntaxError::from)
+    }
+
+    fn parse_text(text: &str) -> Result<IdTemplate, String> {
         let (prefix, suffix) = text
             .split_once("{id}")
             .ok_or_else(|| format!("id template `{text}` must contain `{{id}}`"))?;

@@ -1,6 +1,7 @@
 //! Operation path templates: `/api/v1/agents/{did}/tasks/{task_id}`. Matched against request
 //! paths when the dialect is the front, rendered into request paths when it is the back.
 
+use super::syntax::{MissingParam, SyntaxError};
 use std::collections::BTreeMap;
 
 /// One segment of a template.
@@ -23,7 +24,11 @@ impl PathTemplate {
     /// text to the segment's end (`{id}:cancel`, as in Google-style REST APIs such as A2A's
     /// HTTP+JSON binding); the query string is not part of a template (query parameters are
     /// field rules).
-    pub fn parse(text: &str) -> Result<PathTemplate, String> {
+    pub fn parse(text: &str) -> Result<PathTemplate, SyntaxError> {
+        Self::parse_text(text).map_err(SyntaxError::from)
+    }
+
+    fn parse_text(text: &str) -> Result<PathTemplate, String> {
         if !text.starts_with('/') {
             return Err(format!("path `{text}` must start with '/'"));
         }
@@ -115,10 +120,8 @@ impl PathTemplate {
     }
 
     /// Renders the path with `params` percent-encoded. A missing parameter is an error naming it.
-    pub fn render(&self, params: &BTreeMap<String, String>) -> Result<String, String> {
-        self.render_with(params, &mut |name| {
-            Err(format!("no value for path parameter `{{{name}}}`"))
-        })
+    pub fn render(&self, params: &BTreeMap<String, String>) -> Result<String, MissingParam> {
+        self.render_with(params, &mut |name| Err(MissingParam(name.to_string())))
     }
 
     /// Renders the path for showing it (`interlingua translate`): a parameter without a value is
@@ -138,8 +141,8 @@ impl PathTemplate {
     fn render_with(
         &self,
         params: &BTreeMap<String, String>,
-        missing: &mut dyn FnMut(&str) -> Result<String, String>,
-    ) -> Result<String, String> {
+        missing: &mut dyn FnMut(&str) -> Result<String, MissingParam>,
+    ) -> Result<String, MissingParam> {
         let mut out = String::new();
         for part in &self.parts {
             out.push('/');
@@ -260,13 +263,16 @@ mod tests {
         assert!(PathTemplate::parse("status").is_err());
         assert!(PathTemplate::parse("/status?job_id={id}")
             .unwrap_err()
+            .to_string()
             .contains("query"));
         assert!(PathTemplate::parse("/a/x{id}")
             .unwrap_err()
+            .to_string()
             .contains("start its segment"));
         assert!(PathTemplate::parse("/a/{id}x{y}").is_err());
         assert!(PathTemplate::parse("/a/{id}/{id}")
             .unwrap_err()
+            .to_string()
             .contains("twice"));
     }
 

@@ -8,8 +8,8 @@ use std::time::Duration;
 use parking_lot::RwLock;
 use pingora::upstreams::peer::HttpPeer;
 
+use super::error::UpstreamError;
 use crate::config::Upstream;
-use crate::error::ProxyError;
 
 /// How often host names are resolved again.
 const RESOLVE_EVERY: Duration = Duration::from_secs(30);
@@ -128,7 +128,7 @@ impl UpstreamState {
 
     /// The peer for one request, with this upstream's timeouts. An upstream not resolved yet
     /// (the first request after start-up) is resolved now.
-    pub async fn peer(&self) -> Result<Box<HttpPeer>, ProxyError> {
+    pub async fn peer(&self) -> Result<Box<HttpPeer>, UpstreamError> {
         let pending = matches!(&*self.resolved.read(), Resolution::Pending);
         if pending {
             self.resolve().await;
@@ -154,15 +154,15 @@ impl UpstreamState {
     }
 
     /// Whether a TCP connection to the upstream can be opened within its connect timeout.
-    pub async fn probe(&self) -> Result<(), String> {
+    pub async fn probe(&self) -> Result<(), UpstreamError> {
         let pending = matches!(&*self.resolved.read(), Resolution::Pending);
         if pending {
             self.resolve().await;
         }
         let addr = match &*self.resolved.read() {
             Resolution::Ok(addr) => *addr,
-            Resolution::Pending => return Err("its address is not resolved yet".to_string()),
-            Resolution::Failed(why) => return Err(why.clone()),
+            Resolution::Pending => return Err(self.failed("its address is not resolved yet")),
+            Resolution::Failed(why) => return Err(self.failed(why)),
         };
         match tokio::time::timeout(
             self.config.connect_timeout,
@@ -171,40 +171,21 @@ impl UpstreamState {
         .await
         {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(format!("cannot connect to {addr}: {e}")),
-            Err(_) => Err(format!(
-                "no connection to {addr} within {:?}",
-                self.config.connect_timeout
-            )),
+            Ok(Err(e)) => Err(self.failed(&format!("cannot connect to {addr}: {e}"))),
+            Err(_) => Err(UpstreamError::Timeout {
+                upstream: self.config.name.clone(),
+                detail: format!(
+                    "no connection to {addr} within {:?}",
+                    self.config.connect_timeout
+                ),
+            }),
         }
     }
 
-    fn failed(&self, why: &str) -> ProxyError {
-        ProxyError::UpstreamFailed {
+    fn failed(&self, why: &str) -> UpstreamError {
+        UpstreamError::Failed {
             upstream: self.config.name.clone(),
             detail: why.to_string(),
         }
     }
-}
-
-/// Adds what a route sends every upstream request: its own credential for the agent, and the
-/// caller's verified subject and plan under the route's header names.
-pub fn add_route_headers(
-    h: &mut pingora::http::RequestHeader,
-    access: &crate::config::Access,
-    identity: Option<&crate::auth::Identity>,
-) -> pingora::Result<()> {
-    if let Some(cred) = &access.upstream_auth {
-        h.insert_header(cred.header.clone(), cred.value.as_str())?;
-    }
-    if let (Some(names), Some(id)) = (&access.identity_headers, identity) {
-        h.insert_header(names.subject.clone(), id.subject.as_str())?;
-        match &id.plan {
-            Some(plan) => h.insert_header(names.plan.clone(), plan.as_str())?,
-            None => {
-                h.remove_header(names.plan.as_str());
-            }
-        }
-    }
-    Ok(())
 }

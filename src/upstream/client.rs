@@ -12,8 +12,9 @@ use pingora::protocols::http::v1::client::{http_req_header_to_wire, HttpSession 
 use pingora::upstreams::peer::HttpPeer;
 use tokio::io::AsyncWriteExt;
 
-use crate::error::ProxyError;
-use crate::proxy::upstream::UpstreamState;
+use super::error::{FetchError, UpstreamError};
+use super::peers::UpstreamState;
+use crate::config::Url;
 
 /// The largest upstream answer the engine reads.
 pub const MAX_RESPONSE: usize = 16 * 1024 * 1024;
@@ -53,7 +54,7 @@ impl Client {
         upstream: &UpstreamState,
         request: RequestHeader,
         body: Option<Bytes>,
-    ) -> Result<Answer, ProxyError> {
+    ) -> Result<Answer, UpstreamError> {
         let started = Instant::now();
         let total = upstream.config.total_timeout;
         let peer = upstream.peer().await?;
@@ -69,7 +70,7 @@ impl Client {
         let result = match tokio::time::timeout(total, exchange).await {
             Ok(r) => r,
             Err(_) => {
-                return Err(ProxyError::UpstreamTimeout {
+                return Err(UpstreamError::Timeout {
                     upstream: upstream.config.name.clone(),
                     detail: format!("no complete answer within total_timeout ({total:?})"),
                 })
@@ -80,8 +81,8 @@ impl Client {
             // of a broken read or write unset), and its address stays in the log.
             e.as_up();
             tracing::warn!(upstream = %upstream.config.name, "calling the upstream failed: {e}");
-            ProxyError::from_pingora(&e, &upstream.config.name).unwrap_or_else(|| {
-                ProxyError::UpstreamFailed {
+            UpstreamError::from_pingora(&e, &upstream.config.name).unwrap_or_else(|| {
+                UpstreamError::Failed {
                     upstream: upstream.config.name.clone(),
                     detail: "the connection broke".to_string(),
                 }
@@ -223,68 +224,17 @@ async fn send_whole(
     Ok(h1)
 }
 
-/// The parts of an `http://` or `https://` URL a fetch needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Url {
-    pub tls: bool,
-    pub host: String,
-    pub port: u16,
-    /// Path and query, at least `/`.
-    pub target: String,
-}
-
-impl Url {
-    pub fn parse(text: &str) -> Result<Url, String> {
-        let (tls, rest) = if let Some(r) = text.strip_prefix("https://") {
-            (true, r)
-        } else if let Some(r) = text.strip_prefix("http://") {
-            (false, r)
-        } else {
-            return Err(format!("`{text}` is not an http:// or https:// URL"));
-        };
-        let (authority, target) = match rest.find('/') {
-            Some(i) => (&rest[..i], rest[i..].to_string()),
-            None => (rest, "/".to_string()),
-        };
-        let default_port = if tls { 443 } else { 80 };
-        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-            let (h, after) = v6
-                .split_once(']')
-                .ok_or_else(|| format!("`{text}`: bad IPv6 host"))?;
-            let port = match after.strip_prefix(':') {
-                Some(p) => p.parse().map_err(|_| format!("`{text}`: bad port"))?,
-                None => default_port,
-            };
-            (h.to_string(), port)
-        } else {
-            match authority.rsplit_once(':') {
-                Some((h, p)) => (
-                    h.to_string(),
-                    p.parse().map_err(|_| format!("`{text}`: bad port"))?,
-                ),
-                None => (authority.to_string(), default_port),
-            }
-        };
-        if host.is_empty() {
-            return Err(format!("`{text}` has no host"));
-        }
-        Ok(Url {
-            tls,
-            host,
-            port,
-            target,
-        })
-    }
-}
-
 /// A peer for `url` (its host resolved now) whose connect and read waits are bounded by
 /// `timeout`.
-async fn peer_for(url: &Url, timeout: Duration) -> Result<HttpPeer, String> {
+async fn peer_for(url: &Url, timeout: Duration) -> Result<HttpPeer, FetchError> {
     let addr = tokio::net::lookup_host((url.host.as_str(), url.port))
         .await
-        .map_err(|e| format!("cannot resolve `{}`: {e}", url.host))?
+        .map_err(|e| FetchError::Resolve {
+            host: url.host.clone(),
+            detail: e.to_string(),
+        })?
         .next()
-        .ok_or_else(|| format!("`{}` resolves to no address", url.host))?;
+        .ok_or_else(|| FetchError::NoAddress(url.host.clone()))?;
     let mut peer = HttpPeer::new(addr, url.tls, url.host.clone());
     peer.options.connection_timeout = Some(timeout);
     peer.options.read_timeout = Some(timeout);
@@ -293,24 +243,24 @@ async fn peer_for(url: &Url, timeout: Duration) -> Result<HttpPeer, String> {
 
 impl Client {
     /// GETs `url` (at most 1 MiB) within `timeout`; returns the status and body.
-    pub async fn fetch(&self, url: &Url, timeout: Duration) -> Result<(u16, Bytes), String> {
+    pub async fn fetch(&self, url: &Url, timeout: Duration) -> Result<(u16, Bytes), FetchError> {
         let work = async {
             let peer = peer_for(url, timeout).await?;
             let mut req = RequestHeader::build(http::Method::GET, url.target.as_bytes(), None)
-                .map_err(|e| e.to_string())?;
+                .map_err(request_error)?;
             req.insert_header(http::header::HOST, url.host.as_str())
-                .map_err(|e| e.to_string())?;
+                .map_err(request_error)?;
             req.insert_header(http::header::ACCEPT, "application/json")
-                .map_err(|e| e.to_string())?;
+                .map_err(request_error)?;
             let (status, _, body) = self
                 .exchange(&peer, req, None)
                 .await
-                .map_err(|(e, _)| e.to_string())?;
+                .map_err(|(e, _)| FetchError::Exchange(e.to_string()))?;
             Ok((status, body))
         };
         tokio::time::timeout(timeout, work)
             .await
-            .map_err(|_| format!("no answer within {timeout:?}"))?
+            .map_err(|_| FetchError::Timeout(timeout))?
     }
 }
 
@@ -324,13 +274,15 @@ impl Client {
         headers: &[(&str, &str)],
         body: &serde_json::Value,
         timeout: Duration,
-    ) -> Result<(u16, Bytes), String> {
+    ) -> Result<(u16, Bytes), FetchError> {
         let work = async {
             let mut peer = peer_for(url, timeout).await?;
             peer.options.write_timeout = Some(timeout);
-            let payload = Bytes::from(serde_json::to_vec(body).map_err(|e| e.to_string())?);
+            let payload = Bytes::from(
+                serde_json::to_vec(body).map_err(|e| FetchError::Request(e.to_string()))?,
+            );
             let mut req = RequestHeader::build(http::Method::POST, url.target.as_bytes(), None)
-                .map_err(|e| e.to_string())?;
+                .map_err(request_error)?;
             let length = payload.len().to_string();
             for (name, value) in [
                 ("host", url.host.as_str()),
@@ -342,7 +294,7 @@ impl Client {
             .chain(headers.iter().copied())
             {
                 req.insert_header(name.to_string(), value)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(request_error)?;
             }
             let attempt = |req: RequestHeader| self.exchange(&peer, req, Some(payload.clone()));
             // A pooled connection the service had closed: once more on a new one.
@@ -350,35 +302,15 @@ impl Client {
                 Err((e, true)) if e.retry() => attempt(req).await,
                 other => other,
             }
-            .map_err(|(e, _)| e.to_string())?;
+            .map_err(|(e, _)| FetchError::Exchange(e.to_string()))?;
             Ok((status, body))
         };
         tokio::time::timeout(timeout, work)
             .await
-            .map_err(|_| format!("no answer within {timeout:?}"))?
+            .map_err(|_| FetchError::Timeout(timeout))?
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::Url;
-
-    #[test]
-    fn urls() {
-        assert_eq!(
-            Url::parse("https://keys.example.com/.well-known/jwks.json"),
-            Ok(Url {
-                tls: true,
-                host: "keys.example.com".into(),
-                port: 443,
-                target: "/.well-known/jwks.json".into()
-            })
-        );
-        assert_eq!(
-            Url::parse("http://127.0.0.1:8080").map(|u| (u.port, u.target)),
-            Ok((8080, "/".into()))
-        );
-        assert!(Url::parse("ftp://x").is_err());
-        assert!(Url::parse("http://:80/").is_err());
-    }
+fn request_error(e: Box<pingora::Error>) -> FetchError {
+    FetchError::Request(e.to_string())
 }
