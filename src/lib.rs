@@ -1,33 +1,46 @@
 //! interlingua: a reverse proxy for AI agents, on Cloudflare's pingora.
 //!
-//! A client speaks its dialect to a route; interlingua forwards the request to the route's
-//! upstream agent and the answer back. This version forwards unchanged (`passthrough`); the
-//! dialect engine, access control and metering build on the same pipeline.
+//! A client speaks its dialect to a route; interlingua checks who is calling and how often,
+//! translates the request through the canonical task model into the dialect of the route's agent,
+//! holds and captures the caller's credits per step, and answers in the client's dialect.
+//! Passthrough routes forward unchanged. The crates below this one (the workspace's `crates/`)
+//! hold what needs no proxy: `mapping` (the canonical model and the mapping language), `masumi`
+//! (MIP-004, Attachment 01), `store` (tasks and the ledger), `samples` (agents for the demo).
 //!
-//! The map of the tree:
+//! The map of this crate, from the bottom layer up (`tests/architecture.rs` checks that no module
+//! imports another in a circle):
 //!
 //! | module      | what it is |
 //! |-------------|------------|
-//! | `cli`       | `interlingua serve / check / demo` |
-//! | `config`    | the TOML file (`file`), read section by section, validated into `model` |
-//! | `server`    | binds listeners, runs pingora's services, graceful shutdown |
-//! | `proxy`     | the pipeline: pingora's `ProxyHttp` phases (see its phase chart) |
-//! | `proxy::routing` | host → longest path prefix → method |
-//! | `proxy::upstream` | resolved upstream addresses and pooled peers |
-//! | `proxy::respond`  | the one place errors become responses |
-//! | `error`     | what a request can end in, and its status |
-//! | `admin`     | `/healthz`, `/readyz`, `/metrics` on the admin listener |
 //! | `metrics`   | Prometheus counters and histograms |
-//! | `payment`   | paying agents on their own rail (a Masumi purchase), on the operator's account |
+//! | `request_id`| the X-Request-Id header: kept when sane, made when not |
+//! | `config`    | the TOML file (`file`), read section by section, validated into `model`; `url` |
 //! | `telemetry` | logging and the access-log event |
-//! | `sample`    | sample agents for the demo |
+//! | `setup`     | a config and the dialects its routes name, loaded together |
+//! | `routing`   | host → longest path prefix → method |
+//! | `upstream`  | the client every call to an agent or service goes through, peers, `UpstreamError` |
+//! | `auth`      | bearer JWTs (HMAC, RSA, EC, EdDSA; key sets over a file or URL) |
+//! | `limit`     | rate limits per route, client and subject (governor GCRA) |
+//! | `credits`   | what steps cost; `verify`, the ledger's invariants |
+//! | `payment`   | paying agents on their own rail (a Masumi purchase), on the operator's account |
+//! | `error`     | what a request can end in: the concerns' errors composed, with status and code |
+//! | `engine`    | operations over the canonical model: decode, hold, call the back, capture, encode; the watcher |
+//! | `state`     | what every request reads: config, routes, upstreams, dialects, engine |
+//! | `proxy`     | the pipeline: pingora's `ProxyHttp` phases (see its phase chart); `respond`, the one place errors become responses |
+//! | `admin`     | `/healthz`, `/readyz`, `/metrics`, credits and tasks on the admin listener |
+//! | `server`    | binds listeners, runs pingora's services, graceful shutdown |
+//! | `cli`       | `interlingua serve / check / demo / translate / dialects / credits / token` |
 //!
 //! A request's path:
 //!
 //! ```text
 //! client ─► listener (TCP or TLS; HTTP/1.1 keep-alive, h2 by ALPN or h2c)
-//!        ─► proxy: request id ─► route ─► body limit ─► upstream (pooled) ─► response ─► access log
-//!        ◄─ errors: proxy::respond, JSON {"error":{"code","message","request_id"}}
+//!        ─► proxy: request id ─► route ─► body limit ─► auth ─► plan ─► rate limits
+//!             passthrough: ─► upstream (pooled) ─► response
+//!             translated:  ─► engine: decode (front mapping) ─► hold credits ─► call the back
+//!                              (back mapping, upstream::Client) ─► capture per step ─► encode
+//!        ─► access log
+//!        ◄─ errors: proxy::respond, in the front dialect's shape (or JSON {"error":{…}})
 //! ```
 
 #![forbid(unsafe_code)]

@@ -15,6 +15,15 @@ use crate::upstream::Upstreams;
 use mapping::dialect::Dialects;
 use store::SqliteStore;
 
+/// Why the shared state could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("cannot open the task store: {0}")]
+    Store(store::StoreError),
+    #[error(transparent)]
+    Key(crate::auth::KeyError),
+}
+
 /// Shared state of a running server.
 pub struct State {
     pub config: Config,
@@ -35,9 +44,8 @@ pub struct State {
 
 impl State {
     /// Builds the state; opens the task store in the data directory.
-    pub fn new(config: Config, dialects: Dialects) -> Result<Arc<State>, String> {
-        let store = SqliteStore::open(&config.server.data_dir)
-            .map_err(|e| format!("cannot open the task store: {e}"))?;
+    pub fn new(config: Config, dialects: Dialects) -> Result<Arc<State>, StateError> {
+        let store = SqliteStore::open(&config.server.data_dir).map_err(StateError::Store)?;
         let metrics = Metrics::new();
         // The engine's calls to backs keep as many idle connections as the proxy's, for the
         // same reason (see `server.upstream_keepalive`).
@@ -47,7 +55,7 @@ impl State {
             .saturating_mul(config.server.threads.max(1));
         let engine = Arc::new(Engine::new(Arc::new(store), metrics.clone(), idle_pool));
         let auth = match &config.auth {
-            Some(a) => Some(Authenticator::new(a, engine.client.clone())?),
+            Some(a) => Some(Authenticator::new(a, engine.client.clone()).map_err(StateError::Key)?),
             None => None,
         };
         let limits = config

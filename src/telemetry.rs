@@ -19,6 +19,18 @@ pub struct LogFlush {
     _writer: WorkerGuard,
 }
 
+/// Why logging could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("RUST_LOG=`{env}` is not a log filter: {detail}")]
+    Filter { env: String, detail: String },
+    /// The configured `[log] filter` (validated at load, so only if validation missed it).
+    #[error("{0}")]
+    Config(String),
+    #[error("{0}")]
+    Installed(String),
+}
+
 /// Installs the process-wide log subscriber. `RUST_LOG`, when set, replaces the configured filter.
 ///
 /// Lines are formatted on the thread that logs and written by a writer thread, in batches: one
@@ -28,11 +40,15 @@ pub struct LogFlush {
 ///
 /// Returns an error when a subscriber is already installed (only the first call wins), or when
 /// `RUST_LOG` is not a valid filter.
-pub fn init(settings: &LogSettings) -> Result<LogFlush, String> {
+pub fn init(settings: &LogSettings) -> Result<LogFlush, LogError> {
     let filter = match std::env::var("RUST_LOG") {
-        Ok(env) if !env.trim().is_empty() => EnvFilter::try_new(&env)
-            .map_err(|e| format!("RUST_LOG=`{env}` is not a log filter: {e}"))?,
-        _ => EnvFilter::try_new(&settings.filter).map_err(|e| e.to_string())?,
+        Ok(env) if !env.trim().is_empty() => {
+            EnvFilter::try_new(&env).map_err(|e| LogError::Filter {
+                env,
+                detail: e.to_string(),
+            })?
+        }
+        _ => EnvFilter::try_new(&settings.filter).map_err(|e| LogError::Config(e.to_string()))?,
     };
     let (writer, guard) = NonBlockingBuilder::default()
         .lossy(false)
@@ -52,10 +68,10 @@ pub fn init(settings: &LogSettings) -> Result<LogFlush, String> {
                 .finish(),
         ),
     };
-    result.map_err(|e| e.to_string())?;
+    result.map_err(|e| LogError::Installed(e.to_string()))?;
     // pingora logs through `log`: its records go to the same subscriber, some at a truer level.
     log::set_boxed_logger(Box::new(PingoraLog(tracing_log::LogTracer::new())))
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| LogError::Installed(e.to_string()))?;
     log::set_max_level(log_level(tracing::level_filters::LevelFilter::current()));
     Ok(LogFlush { _writer: guard })
 }

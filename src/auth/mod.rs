@@ -96,7 +96,7 @@ const VERIFIED_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Authenticator {
     /// Prepares the keys of `auth`. Key sets are fetched when first needed.
-    pub fn new(auth: &Auth, client: Arc<Client>) -> Result<Authenticator, String> {
+    pub fn new(auth: &Auth, client: Arc<Client>) -> Result<Authenticator, KeyError> {
         let mut keys = Vec::new();
         let mut sets = Vec::new();
         for k in &auth.keys {
@@ -470,8 +470,17 @@ fn check_crit(header: &Object) -> Result<(), AuthError> {
     }
 }
 
+/// A configured key that cannot verify anything.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("key `{0}` is a key set")]
+    IsASet(String),
+    #[error("key `{id}`: {detail}")]
+    Unusable { id: String, detail: String },
+}
+
 /// The decoding key of a configured (non-set) key.
-fn decoding_key(k: &Key) -> Result<DecodingKey, String> {
+fn decoding_key(k: &Key) -> Result<DecodingKey, KeyError> {
     let r = match &k.kind {
         KeyKind::Hmac { secret } => return Ok(DecodingKey::from_secret(secret)),
         KeyKind::Pem { family, public, .. } => match family {
@@ -479,9 +488,12 @@ fn decoding_key(k: &Key) -> Result<DecodingKey, String> {
             KeyFamily::Ec => DecodingKey::from_ec_pem(public),
             KeyFamily::Ed25519 => DecodingKey::from_ed_pem(public),
         },
-        KeyKind::Jwks { .. } => return Err(format!("key `{}` is a key set", k.id)),
+        KeyKind::Jwks { .. } => return Err(KeyError::IsASet(k.id.clone())),
     };
-    r.map_err(|e| format!("key `{}`: {e}", k.id))
+    r.map_err(|e| KeyError::Unusable {
+        id: k.id.clone(),
+        detail: e.to_string(),
+    })
 }
 
 /// `alg: none` is refused outright, however it is spelled.

@@ -465,9 +465,14 @@ pub fn price(r: &file::RouteEntry, path: &str, p: &mut Collector<'_>) -> Option<
     Some(Some(price))
 }
 
+/// A rate limit that does not read as one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a rate; write e.g. \"10/s, burst 20\" (per s, m or h)")]
+pub struct QuotaError(pub String);
+
 /// Parses "10/s", "100/m, burst 20", "5/h".
-pub fn parse_quota(text: &str) -> Result<Quota, String> {
-    let bad = || format!("`{text}` is not a rate; write e.g. \"10/s, burst 20\" (per s, m or h)");
+pub fn parse_quota(text: &str) -> Result<Quota, QuotaError> {
+    let bad = || QuotaError(text.to_string());
     let mut parts = text.split(',').map(str::trim);
     let rate = parts.next().ok_or_else(bad)?;
     let (count, unit) = rate.split_once('/').ok_or_else(bad)?;

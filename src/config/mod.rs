@@ -12,7 +12,7 @@ mod validate;
 
 use std::path::Path;
 
-pub use access::parse_quota;
+pub use access::{parse_quota, QuotaError};
 pub use mapping::problem::{Location, Problem, Problems};
 pub use mapping::units::{parse_duration, parse_size};
 pub use model::*;

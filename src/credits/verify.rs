@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use crate::config::Config;
 use mapping::task::Status;
-use store::{Balance, OpenHold, Unstarted};
+use store::{Balance, HeldTask, OpenHold, Unstarted};
 use store::{StoreError, TaskStore};
 
 /// What a deadline is given before the check holds it against a task: a minute.
@@ -166,12 +166,12 @@ fn stuck(
         status: None,
     };
     let task = match hold.task {
-        None => return Some(found),
-        Some(Err(_)) => {
+        HeldTask::Missing => return Some(found),
+        HeldTask::Unreadable(_) => {
             found.problem = "task_unreadable";
             return Some(found);
         }
-        Some(Ok(task)) => task,
+        HeldTask::Stored(task) => task,
     };
     found.route = Some(task.route.clone());
     found.status = Some(task.status);

@@ -58,19 +58,29 @@ fn time_text(v: Option<&Value>) -> Option<String> {
     }
 }
 
+/// A payment request the payment service cannot be asked to pay.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PaymentRequestError {
+    #[error("the agent sent no payment request")]
+    Absent,
+    #[error("the agent's payment request has no `{0}`")]
+    Missing(&'static str),
+    #[error("the agent's payment request has no `{0}` in milliseconds")]
+    NotMilliseconds(&'static str),
+}
+
 /// The P1 body for the agent's payment request; why not, when a field is missing.
-pub fn purchase_body(s: &MasumiService, payment: &Value) -> Result<Value, String> {
-    let text = |key: &str| {
+pub fn purchase_body(s: &MasumiService, payment: &Value) -> Result<Value, PaymentRequestError> {
+    let text = |key: &'static str| {
         payment
             .get(key)
             .and_then(Value::as_str)
             .filter(|v| !v.is_empty())
             .map(str::to_string)
-            .ok_or_else(|| format!("the agent's payment request has no `{key}`"))
+            .ok_or(PaymentRequestError::Missing(key))
     };
-    let time = |key: &str| {
-        time_text(payment.get(key))
-            .ok_or_else(|| format!("the agent's payment request has no `{key}` in milliseconds"))
+    let time = |key: &'static str| {
+        time_text(payment.get(key)).ok_or(PaymentRequestError::NotMilliseconds(key))
     };
     Ok(json!({
         "blockchainIdentifier": text("blockchainIdentifier")?,
@@ -162,13 +172,13 @@ pub async fn buy(
     let body = match task
         .payment
         .as_ref()
-        .ok_or_else(|| "the agent sent no payment request".to_string())
+        .ok_or(PaymentRequestError::Absent)
         .and_then(|pay| purchase_body(s, pay))
     {
         Ok(b) => b,
         Err(why) => {
             p.state = PurchaseState::Refused;
-            p.detail = Some(why);
+            p.detail = Some(why.to_string());
             return p;
         }
     };
@@ -415,7 +425,7 @@ mod tests {
         no_key["sellerVKey"] = json!("");
         assert_eq!(
             purchase_body(&service(), &no_key).unwrap_err(),
-            "the agent's payment request has no `sellerVKey`"
+            PaymentRequestError::Missing("sellerVKey")
         );
         assert_eq!(reference(&json!({"blockchainIdentifier": "FREE-00"})), None);
     }

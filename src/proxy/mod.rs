@@ -8,8 +8,15 @@
 //!                                  body reads: client_body_timeout           (408 request_timeout)
 //!           request_filter         route: host, longest path prefix, method  (404 no_route)
 //!                                  body limit from Content-Length            (413 body_too_large)
-//!           upstream_peer          the route's upstream, pooled keep-alive connections
-//!           upstream_request_filter  X-Request-Id goes upstream
+//!             access::check        auth: the bearer token (auth::)           (401 unauthorized)
+//!                                  plan: may it use this route               (403 forbidden)
+//!                                  limits: route, client, subject (limit::)  (429 rate_limited)
+//!             translate::serve     translated routes end here: body read whole, the engine
+//!                                  decodes the front, holds credits, calls the back through
+//!                                  upstream::Client (as often as the operation needs), encodes
+//!                                  the answer in the front's dialect          (400/402/404/409/502/504)
+//!           upstream_peer          passthrough: the route's upstream, pooled keep-alive connections
+//!           upstream_request_filter  the route's credential and caller headers, X-Request-Id
 //!           request_body_filter    streamed through; counted against the limit (413)
 //!           upstream_response_*    progress and the total deadline           (504 upstream_timeout)
 //!           response_filter        X-Request-Id comes back

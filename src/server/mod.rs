@@ -39,8 +39,8 @@ pub enum StartError {
     },
     #[error("cannot set up TLS for {address}: {detail}")]
     Tls { address: SocketAddr, detail: String },
-    #[error("{0}")]
-    State(String),
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
 }
 
 /// A running interlingua: listeners bound, services accepting.

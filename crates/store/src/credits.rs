@@ -114,8 +114,17 @@ pub struct OpenHold {
     pub plan: String,
     pub subject: String,
     pub remaining: i64,
-    /// `None`: no such task; `Some(Err)`: its document cannot be read.
-    pub task: Option<Result<Task, String>>,
+    pub task: HeldTask,
+}
+
+/// The task an open hold is for, as the store finds it.
+#[derive(Debug, Clone)]
+pub enum HeldTask {
+    /// No such task.
+    Missing,
+    /// Its document cannot be read (why).
+    Unreadable(String),
+    Stored(Box<Task>),
 }
 
 /// A task that has not ended and has no upstream id.

@@ -28,7 +28,8 @@ mod throughput;
 mod writer;
 
 pub use credits::{
-    Account, Audit, Balance, Capture, Hold, LedgerRow, OpenHold, Settled, Settlement, Unstarted,
+    Account, Audit, Balance, Capture, HeldTask, Hold, LedgerRow, OpenHold, Settled, Settlement,
+    Unstarted,
 };
 pub use purchases::{Purchase, PurchaseState};
 pub use store::{SqliteStore, StoreError, Stored, TaskQuery, TaskStore, Unfinished};

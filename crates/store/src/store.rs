@@ -17,7 +17,7 @@ use super::readers::Readers;
 use super::rows::{self, Row, Unreadable};
 use super::writer::Writer;
 pub use crate::credits::{
-    Account, Audit, Balance, Hold, LedgerRow, OpenHold, Settled, Settlement, Unstarted,
+    Account, Audit, Balance, HeldTask, Hold, LedgerRow, OpenHold, Settled, Settlement, Unstarted,
 };
 use mapping::task::{Status, Task};
 
@@ -447,7 +447,11 @@ impl TaskStore for SqliteStore {
             let open_holds = ledger::open_holds(c)?
                 .into_iter()
                 .map(|(task_id, account, remaining, doc)| OpenHold {
-                    task: doc.map(|d| rows::decode(&task_id, &d).map_err(|u| u.why)),
+                    task: match doc.map(|d| rows::decode(&task_id, &d)) {
+                        None => HeldTask::Missing,
+                        Some(Err(u)) => HeldTask::Unreadable(u.why),
+                        Some(Ok(task)) => HeldTask::Stored(Box::new(task)),
+                    },
                     task_id,
                     plan: account.plan,
                     subject: account.subject,
