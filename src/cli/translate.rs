@@ -1,5 +1,6 @@
 //! `interlingua translate`: one operation's message from one dialect to another, offline, so a
-//! mapping can be developed without a live agent.
+//! mapping can be developed without a live agent. The translation itself is the mapping crate's
+//! (`mapping::dialect::translate`); this reads the arguments and the file and prints the result.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -8,7 +9,8 @@ use std::process::ExitCode;
 use serde_json::{json, Value};
 
 use mapping::dialect::template::render_query;
-use mapping::dialect::{self, Context, Message};
+use mapping::dialect::translate::{self, Side};
+use mapping::dialect::{self, Message};
 use mapping::task::Operation;
 
 #[derive(Debug, clap::Args)]
@@ -109,75 +111,42 @@ fn translate(args: &TranslateArgs) -> Result<Value, String> {
         headers: Vec::new(),
         body,
     };
-    let (Some(from_op), Some(to_op)) = (from.op(op), to.op(op)) else {
-        return Err(format!(
-            "`{}` has {}, `{}` has {}",
-            from.name,
-            has(from.op(op).is_some(), op),
-            to.name,
-            has(to.op(op).is_some(), op)
-        ));
-    };
-    let (from_rules, to_rules) = if args.response {
-        (&from_op.response, &to_op.response)
+    let side = if args.response {
+        Side::Response
     } else {
-        (&from_op.request, &to_op.request)
+        Side::Request
     };
-    let canonical = dialect::decode(
-        from_rules,
-        &source,
-        &Context {
-            mapping: from,
-            vars: &from.vars,
-        },
-    )
-    .map_err(|e| format!("reading it as `{}` {}: {e}", from.name, op.name()))?;
-    let out = dialect::encode(
-        to_rules,
-        &canonical,
-        &Context {
-            mapping: to,
-            vars: &to.vars,
-        },
-    )
-    .map_err(|e| format!("writing it as `{}` {}: {e}", to.name, op.name()))?;
+    let target_params = pairs(&args.target_params)?.into_iter().collect();
+    let out = translate::translate(from, to, op, side, &source, &target_params)
+        .map_err(|e| e.to_string())?;
+    for name in &out.missing {
+        eprintln!(
+            "interlingua translate: the path's `{{{name}}}` has no value; give it with --target-param {name}=VALUE"
+        );
+    }
     let mut result = json!({});
-    if !args.response {
-        let mut params = out.params.clone();
-        params.extend(pairs(&args.target_params)?);
-        let (path, missing) = to_op.path.render_showing(&params);
-        for name in missing {
-            eprintln!(
-                "interlingua translate: the path's `{{{name}}}` has no value; give it with --target-param {name}=VALUE"
-            );
-        }
-        result["method"] = json!(to_op.method.as_str());
-        result["path"] = if out.query.is_empty() {
+    if let (Some(method), Some(path)) = (&out.method, &out.path) {
+        result["method"] = json!(method);
+        result["path"] = if out.message.query.is_empty() {
             json!(path)
         } else {
-            json!(format!("{path}?{}", render_query(&out.query)))
+            json!(format!("{path}?{}", render_query(&out.message.query)))
         };
-    } else {
-        result["status"] = json!(to_op.status);
     }
-    if !out.headers.is_empty() {
+    if let Some(status) = out.status {
+        result["status"] = json!(status);
+    }
+    if !out.message.headers.is_empty() {
         result["headers"] = json!(out
+            .message
             .headers
             .iter()
             .map(|(k, v)| json!({k: v}))
             .collect::<Vec<_>>());
     }
-    result["body"] = out.body.unwrap_or(Value::Null);
+    result["body"] = out.message.body.unwrap_or(Value::Null);
     if args.show_canonical {
-        return Ok(json!({"canonical": canonical, "output": result}));
+        return Ok(json!({"canonical": out.canonical, "output": result}));
     }
     Ok(result)
-}
-
-fn has(yes: bool, op: Operation) -> String {
-    if yes {
-        format!("`{}`", op.name())
-    } else {
-        format!("no `{}`", op.name())
-    }
 }

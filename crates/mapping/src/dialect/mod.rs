@@ -16,6 +16,7 @@ pub mod mapping;
 pub mod named;
 pub mod syntax;
 pub mod template;
+pub mod translate;
 
 use std::collections::BTreeMap;
 use std::path::Path;
