@@ -126,18 +126,24 @@ impl UpstreamState {
         *self.resolved.write() = outcome;
     }
 
-    /// The peer for one request, with this upstream's timeouts. An upstream not resolved yet
-    /// (the first request after start-up) is resolved now.
-    pub async fn peer(&self) -> Result<Box<HttpPeer>, UpstreamError> {
+    /// The upstream's address; one not resolved yet (the first request after start-up) is
+    /// resolved now.
+    async fn address(&self) -> Result<SocketAddr, UpstreamError> {
         let pending = matches!(&*self.resolved.read(), Resolution::Pending);
         if pending {
             self.resolve().await;
         }
-        let addr = match &*self.resolved.read() {
-            Resolution::Ok(addr) => *addr,
-            Resolution::Pending => return Err(self.failed("its address is not resolved yet")),
-            Resolution::Failed(why) => return Err(self.failed(why)),
-        };
+        match &*self.resolved.read() {
+            Resolution::Ok(addr) => Ok(*addr),
+            Resolution::Pending => Err(self.failed("its address is not resolved yet")),
+            Resolution::Failed(why) => Err(self.failed(why)),
+        }
+    }
+
+    /// The peer for one request, with this upstream's timeouts. An upstream not resolved yet
+    /// (the first request after start-up) is resolved now.
+    pub async fn peer(&self) -> Result<Box<HttpPeer>, UpstreamError> {
+        let addr = self.address().await?;
         let c = &self.config;
         let mut peer = HttpPeer::new(addr, c.tls, c.sni.clone());
         let o = &mut peer.options;
@@ -155,15 +161,7 @@ impl UpstreamState {
 
     /// Whether a TCP connection to the upstream can be opened within its connect timeout.
     pub async fn probe(&self) -> Result<(), UpstreamError> {
-        let pending = matches!(&*self.resolved.read(), Resolution::Pending);
-        if pending {
-            self.resolve().await;
-        }
-        let addr = match &*self.resolved.read() {
-            Resolution::Ok(addr) => *addr,
-            Resolution::Pending => return Err(self.failed("its address is not resolved yet")),
-            Resolution::Failed(why) => return Err(self.failed(why)),
-        };
+        let addr = self.address().await?;
         match tokio::time::timeout(
             self.config.connect_timeout,
             tokio::net::TcpStream::connect(addr),
