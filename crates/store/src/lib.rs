@@ -32,4 +32,6 @@ pub use credits::{
     Unstarted,
 };
 pub use purchases::{Purchase, PurchaseState};
-pub use store::{SqliteStore, StoreError, Stored, TaskQuery, TaskStore, Unfinished};
+pub use store::{
+    Leases, PoolStatus, SqliteStore, StoreError, Stored, TaskQuery, TaskStore, Unfinished,
+};

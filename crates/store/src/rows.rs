@@ -329,6 +329,7 @@ pub(super) fn unfinished(c: &Connection) -> Result<Vec<Unfinished>, StoreError> 
             // A time that cannot be read counts as long ago.
             created_at: DateTime::parse_from_rfc3339(&created_at)
                 .map_or(DateTime::UNIX_EPOCH, |t| t.with_timezone(&Utc)),
+            taken_from: None,
         })
     })
     .collect()

@@ -7,6 +7,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use rusqlite::Connection;
@@ -87,6 +88,9 @@ pub struct Unfinished {
     /// process stopped while it was in flight) left a task without one.
     pub started: bool,
     pub created_at: chrono::DateTime<chrono::Utc>,
+    /// For a task claimed by [`TaskStore::claim_leases`]: the instance whose lease ran out
+    /// (`None` when it was handed back, or never held).
+    pub taken_from: Option<String>,
 }
 
 #[async_trait]
@@ -152,6 +156,77 @@ pub trait TaskStore: Send + Sync {
     async fn save_purchase(&self, purchase: &Purchase) -> Result<(), StoreError>;
     /// The purchases made for a task.
     async fn purchases(&self, task_id: &str) -> Result<Vec<Purchase>, StoreError>;
+
+    // Several instances on one store (issue 18). Each instance's store has a lease holder (its
+    // instance id) and a lease length ([`Leases`]); a task inserted through it is leased to it.
+    // Exactly one live instance follows each unfinished task: the one holding its lease.
+
+    /// Takes over up to `limit` unfinished tasks whose lease has run out or was handed back
+    /// (their holder stopped or died), oldest first, leasing them to this instance. Two instances
+    /// never claim one task (`FOR UPDATE SKIP LOCKED` on PostgreSQL).
+    async fn claim_leases(&self, limit: u32) -> Result<Vec<Unfinished>, StoreError> {
+        let _ = limit;
+        Ok(Vec::new())
+    }
+    /// Extends this instance's leases on unfinished tasks by the lease length; returns the ids
+    /// of the tasks it still holds (a task missing from it was taken over while this instance
+    /// stalled: stop following it).
+    async fn renew_leases(&self) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
+    }
+    /// Hands this instance's leases back (it is stopping): other instances claim them at their
+    /// next look, without waiting for them to run out.
+    async fn hand_back_leases(&self) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+    /// Begins a refresh of a task from its back unless one began within `fresh`, by any
+    /// instance: `true` when the caller should ask the back (and the begin is recorded), `false`
+    /// when another did so recently (read the store instead).
+    async fn claim_refresh(&self, task_id: &str, fresh: Duration) -> Result<bool, StoreError> {
+        let _ = (task_id, fresh);
+        Ok(true)
+    }
+    /// Whether the store answers (for `/readyz`).
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// The connection pool's state, where the backend has one (for metrics).
+    fn pool(&self) -> Option<PoolStatus> {
+        None
+    }
+    /// Which backend this is: `sqlite` or `postgres` (logs, metrics, `/readyz`).
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+}
+
+/// An instance's leases: who it is and how long a lease lasts without renewal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leases {
+    /// The instance's id, unique per process (a restarted process is a new holder).
+    pub holder: String,
+    /// How long a lease lasts; an instance renews its leases every third of it.
+    pub ttl: Duration,
+}
+
+impl Default for Leases {
+    fn default() -> Leases {
+        Leases {
+            holder: uuid::Uuid::new_v4().to_string(),
+            ttl: Duration::from_secs(15),
+        }
+    }
+}
+
+/// A connection pool's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStatus {
+    /// Connections open.
+    pub size: usize,
+    /// Of those, idle.
+    pub idle: usize,
+    /// The most it opens.
+    pub max: usize,
 }
 
 /// The SQLite task store: one writer thread that commits writes in groups (see

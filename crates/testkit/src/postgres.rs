@@ -1,0 +1,1 @@
+//! PostgreSQL for tests: see the crate's opening comment.

@@ -1,0 +1,1 @@
+//! Redis for tests: see the crate's opening comment.
