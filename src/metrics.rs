@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 use tokio::sync::Notify;
 
@@ -22,6 +22,9 @@ pub struct Metrics {
     connections_open: IntGaugeVec,
     connections_refused: IntCounterVec,
     client_timeouts: IntCounterVec,
+    lease_takeovers: IntCounter,
+    leases_held: IntGauge,
+    store_pool: IntGaugeVec,
     idle: Notify,
 }
 
@@ -107,6 +110,24 @@ impl Metrics {
             &["kind"],
         )
         .expect("static metric definition");
+        let lease_takeovers = IntCounter::new(
+            "interlingua_lease_takeovers_total",
+            "Unfinished tasks this instance took over from instances whose leases ran out.",
+        )
+        .expect("static metric definition");
+        let leases_held = IntGauge::new(
+            "interlingua_leases_held",
+            "Unfinished tasks this instance holds the lease of (follows), at the last renewal.",
+        )
+        .expect("static metric definition");
+        let store_pool = IntGaugeVec::new(
+            Opts::new(
+                "interlingua_store_pool_connections",
+                "The store's connection pool (PostgreSQL): open (size), idle, and the most it opens (max).",
+            ),
+            &["state"],
+        )
+        .expect("static metric definition");
         for collector in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(upstream_latency.clone()),
@@ -117,6 +138,9 @@ impl Metrics {
             Box::new(connections_open.clone()),
             Box::new(connections_refused.clone()),
             Box::new(client_timeouts.clone()),
+            Box::new(lease_takeovers.clone()),
+            Box::new(leases_held.clone()),
+            Box::new(store_pool.clone()),
         ] {
             registry
                 .register(collector)
@@ -133,6 +157,9 @@ impl Metrics {
             connections_open,
             connections_refused,
             client_timeouts,
+            lease_takeovers,
+            leases_held,
+            store_pool,
             idle: Notify::new(),
         })
     }
@@ -211,6 +238,23 @@ impl Metrics {
     /// Counts a client connection closed for slowness (`header`, `body` or `idle`).
     pub fn client_timeout(&self, kind: &str) {
         self.client_timeouts.with_label_values(&[kind]).inc();
+    }
+
+    /// Counts tasks taken over from instances whose leases ran out.
+    pub fn lease_takeovers(&self, tasks: u64) {
+        self.lease_takeovers.inc_by(tasks);
+    }
+
+    /// How many leases this instance held at its last renewal.
+    pub fn leases_held(&self, tasks: usize) {
+        self.leases_held.set(tasks as i64);
+    }
+
+    /// The store's pool, as read at a scrape.
+    pub fn store_pool(&self, pool: store::PoolStatus) {
+        for (state, n) in [("size", pool.size), ("idle", pool.idle), ("max", pool.max)] {
+            self.store_pool.with_label_values(&[state]).set(n as i64);
+        }
     }
 
     /// Every metric in the Prometheus text format.

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::auth::Authenticator;
+use crate::config::StoreBackend;
 use crate::config::{Config, Route};
 use crate::engine::watch::Watcher;
 use crate::engine::{Engine, Translated};
@@ -13,13 +14,11 @@ use crate::metrics::Metrics;
 use crate::routing::RouteTable;
 use crate::upstream::Upstreams;
 use mapping::dialect::Dialects;
-use store::SqliteStore;
+use store::{Leases, StoreError, TaskStore};
 
 /// Why the shared state could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    #[error("cannot open the task store: {0}")]
-    Store(store::StoreError),
     #[error(transparent)]
     Key(crate::auth::KeyError),
 }
@@ -42,10 +41,44 @@ pub struct State {
     pub watcher: Arc<Watcher>,
 }
 
+/// Opens the store the config names (SQLite in the data directory, or PostgreSQL), applying
+/// pending schema migrations unless the config says to leave them to `interlingua migrate`.
+pub async fn open_store(config: &Config) -> Result<Arc<dyn TaskStore>, StoreError> {
+    let leases = Leases {
+        ttl: config.store.lease_ttl,
+        ..Leases::default()
+    };
+    let migrations = if config.store.migrate_on_start {
+        store::Migrations::Apply
+    } else {
+        store::Migrations::Require
+    };
+    store::open(&location(config), leases, migrations).await
+}
+
+/// Where the config's store is.
+pub fn location(config: &Config) -> store::Location {
+    match &config.store.backend {
+        StoreBackend::Sqlite => store::Location::Sqlite(config.server.data_dir.clone()),
+        StoreBackend::Postgres {
+            url,
+            password,
+            pool_size,
+        } => store::Location::Postgres {
+            url: url.clone(),
+            password: password.clone(),
+            pool_max: *pool_size,
+        },
+    }
+}
+
 impl State {
-    /// Builds the state; opens the task store in the data directory.
-    pub fn new(config: Config, dialects: Dialects) -> Result<Arc<State>, StateError> {
-        let store = SqliteStore::open(&config.server.data_dir).map_err(StateError::Store)?;
+    /// Builds the state around an open store ([`open_store`]).
+    pub fn new(
+        config: Config,
+        dialects: Dialects,
+        store: Arc<dyn TaskStore>,
+    ) -> Result<Arc<State>, StateError> {
         let metrics = Metrics::new();
         // The engine's calls to backs keep as many idle connections as the proxy's, for the
         // same reason (see `server.upstream_keepalive`).
@@ -53,7 +86,7 @@ impl State {
             .server
             .upstream_keepalive
             .saturating_mul(config.server.threads.max(1));
-        let engine = Arc::new(Engine::new(Arc::new(store), metrics.clone(), idle_pool));
+        let engine = Arc::new(Engine::new(store, metrics.clone(), idle_pool));
         let auth = match &config.auth {
             Some(a) => Some(Authenticator::new(a, engine.client.clone()).map_err(StateError::Key)?),
             None => None,
@@ -74,7 +107,11 @@ impl State {
                 Some(Arc::new(Translated::new(r, front, back, upstream)))
             })
             .collect();
-        let watcher = Watcher::new(engine.clone(), translated.iter().flatten().cloned());
+        let watcher = Watcher::new(
+            engine.clone(),
+            translated.iter().flatten().cloned(),
+            config.store.lease_ttl,
+        );
         let _ = engine.watcher.set(Arc::downgrade(&watcher));
         Ok(Arc::new(State {
             routes: RouteTable::new(&config.routes),

@@ -1,5 +1,5 @@
-//! The admin listener. Open: `GET /healthz` (the process is up), `GET /readyz` (config loaded and
-//! every upstream resolvable), `GET /metrics` (Prometheus). Behind the admin token
+//! The admin listener. Open: `GET /healthz` (the process is up), `GET /readyz` (config loaded,
+//! every upstream resolvable, the store answering), `GET /metrics` (Prometheus). Behind the admin token
 //! (`Authorization: Bearer …`, the value of `admin.token_env`): the credits API
 //! (`POST /credits/grant`, `POST /credits/revoke`, `GET /credits/balance`, `GET /credits/history`,
 //! `GET /credits/verify`: the ledger's invariants, see [`crate::credits::verify`]),
@@ -20,6 +20,9 @@ use crate::state::State;
 use mapping::dialect::template::parse_query;
 use store::Account;
 use store::StoreError;
+
+/// How long `/readyz` waits for the store.
+const READY_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The largest admin request body.
 const MAX_BODY: usize = 64 * 1024;
@@ -43,18 +46,40 @@ impl Admin {
         Admin { state }
     }
 
-    fn readyz(&self) -> Response<Vec<u8>> {
-        let problems = self.state.upstreams.readiness_problems();
+    /// Ready when every upstream resolves and the store answers; the body names the store's
+    /// backend and says what is wrong otherwise.
+    async fn readyz(&self) -> Response<Vec<u8>> {
+        let mut problems = self.state.upstreams.readiness_problems();
+        let store = self.store_readiness().await;
+        if let Err(e) = &store {
+            problems.push(format!("store: {e}"));
+        }
+        let store = json!({
+            "backend": self.state.engine.store.backend(),
+            "status": if store.is_ok() { "ok" } else { "unreachable" },
+        });
         if problems.is_empty() {
             json_response(
                 StatusCode::OK,
-                &json!({"status": "ready", "config": self.state.config.origin}),
+                &json!({"status": "ready", "config": self.state.config.origin, "store": store}),
             )
         } else {
             json_response(
                 StatusCode::SERVICE_UNAVAILABLE,
-                &json!({"status": "not_ready", "problems": problems}),
+                &json!({"status": "not_ready", "problems": problems, "store": store}),
             )
+        }
+    }
+
+    /// Whether the store answers within a load balancer's patience.
+    async fn store_readiness(&self) -> Result<(), String> {
+        match tokio::time::timeout(READY_WITHIN, self.state.engine.store.ping()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!(
+                "no answer within {}",
+                humantime::format_duration(READY_WITHIN)
+            )),
         }
     }
 
@@ -207,8 +232,11 @@ impl ServeHttp for Admin {
         let method = req.method.clone();
         match (&method, path.as_str()) {
             (&Method::GET, "/healthz") => json_response(StatusCode::OK, &json!({"status": "ok"})),
-            (&Method::GET, "/readyz") => self.readyz(),
+            (&Method::GET, "/readyz") => self.readyz().await,
             (&Method::GET, "/metrics") => {
+                if let Some(pool) = self.state.engine.store.pool() {
+                    self.state.metrics.store_pool(pool);
+                }
                 let body = self.state.metrics.render().into_bytes();
                 response(
                     StatusCode::OK,

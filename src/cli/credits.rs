@@ -9,8 +9,10 @@ use serde_json::json;
 use super::{report_problems, ConfigArg};
 use crate::credits::verify;
 use crate::setup::Setup;
+use std::sync::Arc;
 use store::Account;
-use store::{SqliteStore, TaskStore};
+
+use store::TaskStore;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum CreditsCommand {
@@ -60,12 +62,17 @@ pub struct Movement {
 fn open(
     config: &ConfigArg,
     failure: ExitCode,
-) -> Result<(Setup, SqliteStore, tokio::runtime::Runtime), ExitCode> {
+) -> Result<(Setup, Arc<dyn TaskStore>, tokio::runtime::Runtime), ExitCode> {
     let setup = config
         .load()
         .map_err(|problems| report_problems(&problems))?;
     let dir = &setup.config.server.data_dir;
-    if let Err(e) = std::fs::create_dir_all(dir) {
+    let sqlite = setup.config.store.backend == crate::config::StoreBackend::Sqlite;
+    if let Err(e) = if sqlite {
+        std::fs::create_dir_all(dir)
+    } else {
+        Ok(())
+    } {
         eprintln!("interlingua credits: cannot create {}: {e}", dir.display());
         return Err(failure);
     }
@@ -73,10 +80,12 @@ fn open(
         eprintln!("interlingua credits: {e}");
         failure
     };
-    let store = SqliteStore::open(dir).map_err(|e| fail(&e))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
+        .map_err(|e| fail(&e))?;
+    let store = runtime
+        .block_on(crate::state::open_store(&setup.config))
         .map_err(|e| fail(&e))?;
     Ok((setup, store, runtime))
 }
@@ -89,7 +98,7 @@ fn verify(config: &ConfigArg) -> ExitCode {
         Err(code) => return code,
     };
     let rules = verify::rules(&setup.config);
-    match runtime.block_on(verify::verify(&store, &rules, chrono::Utc::now())) {
+    match runtime.block_on(verify::verify(&*store, &rules, chrono::Utc::now())) {
         Ok(report) => {
             println!(
                 "{}",

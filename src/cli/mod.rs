@@ -1,9 +1,11 @@
-//! The command line: `serve`, `check`, `demo`, `translate`, `dialects`, `credits`, `token`.
+//! The command line: `serve`, `check`, `demo`, `translate`, `dialects`, `credits`, `migrate`,
+//! `token`.
 
 mod check;
 mod credits;
 mod demo;
 mod dialects;
+mod migrate;
 mod serve;
 pub mod token;
 mod translate;
@@ -43,6 +45,10 @@ enum Command {
     /// Grant and revoke credits, read balances and ledger rows (on the config's data directory).
     #[command(subcommand)]
     Credits(credits::CreditsCommand),
+    /// Bring the store's schema (SQLite in the data directory, or `[store] url`) to this
+    /// build's version; --check only reports. `serve` does the same at start-up unless
+    /// `store.migrate_on_start = false`; a store newer than this build is refused.
+    Migrate(migrate::MigrateArgs),
     /// Development tokens.
     #[command(subcommand)]
     Token(token::TokenCommand),
@@ -80,6 +86,7 @@ pub fn main() -> ExitCode {
         Command::Translate(args) => translate::run(&args),
         Command::Dialects(args) => dialects::run(&args),
         Command::Credits(cmd) => credits::run(&cmd),
+        Command::Migrate(args) => migrate::run(&args),
         Command::Token(cmd) => token::run(&cmd),
     }
 }

@@ -22,6 +22,18 @@ pub struct ServerSection {
     pub max_connections: Option<Spanned<i64>>,
 }
 
+/// `[store]`: where tasks and credits live.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSection {
+    pub url: Option<Spanned<String>>,
+    /// The environment variable holding PostgreSQL's password.
+    pub password_env: Option<Spanned<String>>,
+    pub pool_size: Option<Spanned<i64>>,
+    pub lease_ttl: Option<Spanned<String>>,
+    pub migrate_on_start: Option<bool>,
+}
+
 /// `[log]`: log output.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

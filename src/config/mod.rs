@@ -7,6 +7,7 @@ mod file;
 mod model;
 mod payment;
 mod sections;
+mod storage;
 mod url;
 mod validate;
 

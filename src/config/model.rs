@@ -15,6 +15,7 @@ pub struct Config {
     /// Where it came from, for messages (`config/interlingua.toml`, `<embedded default>`).
     pub origin: String,
     pub server: ServerSettings,
+    pub store: StoreSettings,
     pub log: LogSettings,
     pub admin: AdminListener,
     pub listeners: Vec<Listener>,
@@ -46,6 +47,66 @@ pub struct ServerSettings {
     pub keepalive_timeout: Duration,
     /// Client connections open at once on each proxy listener; one more is refused (503, close).
     pub max_connections: usize,
+}
+
+/// Where tasks and credits live, and how instances share them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreSettings {
+    pub backend: StoreBackend,
+    /// How long an instance's lease on the tasks it follows lasts without renewal: the longest a
+    /// task goes unwatched after its instance dies.
+    pub lease_ttl: Duration,
+    /// Whether start-up applies pending schema migrations (otherwise it refuses to start until
+    /// `interlingua migrate` has).
+    pub migrate_on_start: bool,
+}
+
+impl Default for StoreSettings {
+    fn default() -> StoreSettings {
+        StoreSettings {
+            backend: StoreBackend::Sqlite,
+            lease_ttl: Duration::from_secs(15),
+            migrate_on_start: true,
+        }
+    }
+}
+
+/// The store's backend.
+#[derive(Clone, PartialEq, Eq)]
+pub enum StoreBackend {
+    /// SQLite in `server.data_dir`: one instance.
+    Sqlite,
+    /// PostgreSQL, shared by every instance naming it.
+    Postgres {
+        /// Without a password.
+        url: String,
+        /// From the environment variable `store.password_env` names.
+        password: Option<String>,
+        /// Connections each instance keeps at most.
+        pool_size: usize,
+    },
+}
+
+impl std::fmt::Debug for StoreBackend {
+    // Never the password: configs are printed in logs and test failures.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreBackend::Sqlite => f.write_str("Sqlite"),
+            StoreBackend::Postgres {
+                url,
+                password,
+                pool_size,
+            } => f
+                .debug_struct("Postgres")
+                .field("url", url)
+                .field(
+                    "password",
+                    &password.as_ref().map(|_| "<from the environment>"),
+                )
+                .field("pool_size", pool_size)
+                .finish(),
+        }
+    }
 }
 
 /// How log lines are written.

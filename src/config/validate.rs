@@ -54,6 +54,7 @@ const MAX_UPSTREAM_KEEPALIVE: i64 = 1 << 20;
 /// Builds the runtime model. Returns `None` only when it has recorded at least one problem.
 pub fn build(raw: RawConfig, origin: &str, p: &mut Collector<'_>) -> Option<Config> {
     let server = server(&raw.server, p);
+    let store = super::storage::store(raw.store.as_ref(), p);
     let log = log(&raw.log, p);
     let admin = admin(raw.admin.as_ref(), p);
     let listeners = listeners(&raw, admin.as_ref().map(|a| a.address), p);
@@ -67,6 +68,7 @@ pub fn build(raw: RawConfig, origin: &str, p: &mut Collector<'_>) -> Option<Conf
     Some(Config {
         origin: origin.to_string(),
         server: server?,
+        store: store?,
         log: log?,
         admin: admin?,
         listeners,

@@ -602,7 +602,8 @@ impl Engine {
 
     /// [`Engine::refresh`], accepting a refresh made within `fresh` instead of asking the back.
     /// Refreshes of one task are made one at a time: a caller that waited for another's finds
-    /// it fresh and reads what it stored.
+    /// it fresh and reads what it stored. Across instances, one that another instance began
+    /// within `fresh` counts too (what it stored is read; its answer may still be on the way).
     pub(super) async fn refresh_within(
         &self,
         t: &Translated,
@@ -620,7 +621,16 @@ impl Engine {
         }
         let gate = self.refreshes.gate(&stored.task.id);
         let mut last = gate.lock().await;
-        if super::follow::is_fresh(*last, fresh) {
+        // Fresh from this instance's own refresh, or from another instance's (several instances
+        // on one store: the store records when a refresh began). A store that cannot say lets
+        // the refresh go ahead: the task's version keeps the result right either way.
+        let fresh_elsewhere = || async {
+            !matches!(
+                self.store.claim_refresh(&stored.task.id, fresh).await,
+                Ok(true) | Err(_)
+            )
+        };
+        if super::follow::is_fresh(*last, fresh) || fresh_elsewhere().await {
             drop(last);
             return Ok(match self.store.get(&stored.task.id).await {
                 Ok(Some(newer)) if newer.version > stored.version => newer,

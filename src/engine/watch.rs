@@ -2,6 +2,12 @@
 //! with backoff, so credits settle even when the client never polls again. After a restart it
 //! picks up every unfinished task from the store; a task whose call was lost with the process
 //! (nothing left to follow) fails as interrupted, its hold released.
+//!
+//! Several instances on one store share the work through leases ([`store::TaskStore`]): a task is
+//! leased to the instance that created it, each instance renews its leases every third of their
+//! length, and claims (`FOR UPDATE SKIP LOCKED`) the tasks whose lease ran out — their instance
+//! died — so that every unfinished task is followed by exactly one live instance. A stopping
+//! instance hands its leases back; a stalled one that finds a task taken over stops following it.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -17,6 +23,8 @@ use store::Unfinished;
 
 /// How many tasks are refreshed at the same time.
 const CONCURRENCY: usize = 16;
+/// How many tasks one claim takes at most (a dead instance's tasks come over in such batches).
+const CLAIM_BATCH: u32 = 1000;
 
 /// Follows unfinished tasks until they end.
 pub struct Watcher {
@@ -26,6 +34,8 @@ pub struct Watcher {
     /// When each watched task is next due, and its current interval.
     queue: parking_lot::Mutex<Schedule>,
     wake: Notify,
+    /// How long this instance's leases last without renewal.
+    lease_ttl: Duration,
 }
 
 /// Task ids are shared between the heap and the map: after a restart the watcher may follow 10⁵
@@ -41,12 +51,14 @@ impl Watcher {
     pub fn new(
         engine: Arc<Engine>,
         routes: impl IntoIterator<Item = Arc<Translated>>,
+        lease_ttl: Duration,
     ) -> Arc<Watcher> {
         Arc::new(Watcher {
             engine,
             routes: routes.into_iter().map(|t| (t.route.clone(), t)).collect(),
             queue: parking_lot::Mutex::new(Schedule::default()),
             wake: Notify::new(),
+            lease_ttl,
         })
     }
 
@@ -76,24 +88,21 @@ impl Watcher {
         self.queue.lock().watched.len()
     }
 
-    /// Follows tasks until the runtime stops: first every unfinished task in the store, then each
-    /// new one as it is created. `listed` flips once the store's unfinished tasks are listed: the
+    /// Follows tasks until the runtime stops: first every unfinished task in the store that no
+    /// live instance follows, then each new one as it is created, and, every third of a lease,
+    /// the tasks of instances that died. `listed` flips once the first claim is done: the
     /// listeners wait for it, so that a task created by this process is never taken for one an
     /// earlier process left behind (a synchronous back's would be failed as interrupted).
     pub async fn run(self: Arc<Self>, listed: tokio::sync::watch::Sender<bool>) {
-        let unfinished = self.engine.store.unfinished().await;
+        let claimed = self.claim().await;
         let _ = listed.send(true);
-        match unfinished {
-            Ok(tasks) => {
-                if !tasks.is_empty() {
-                    tracing::info!(tasks = tasks.len(), "resuming unfinished tasks");
-                }
-                for task in tasks {
-                    self.resume(task).await;
-                }
-            }
-            Err(e) => tracing::error!("cannot list unfinished tasks: {e}"),
+        if !claimed.is_empty() {
+            tracing::info!(tasks = claimed.len(), "resuming unfinished tasks");
         }
+        for task in claimed {
+            self.resume(task).await;
+        }
+        tokio::spawn(self.clone().keep_leases());
         let permits = Arc::new(Semaphore::new(CONCURRENCY));
         loop {
             let next = self.queue.lock().due.peek().map(|Reverse((at, _))| *at);
@@ -109,6 +118,10 @@ impl Watcher {
                     let Some(Reverse((_, id))) = self.queue.lock().due.pop() else {
                         continue;
                     };
+                    // Taken over by another instance while this one stalled.
+                    if !self.queue.lock().watched.contains_key(&id) {
+                        continue;
+                    }
                     let Ok(permit) = permits.clone().acquire_owned().await else {
                         return;
                     };
@@ -123,7 +136,78 @@ impl Watcher {
         }
     }
 
-    /// Picks up a task found unfinished at start-up. A call in flight was lost with the process:
+    /// Claims every task whose lease ran out or was handed back, in batches.
+    async fn claim(&self) -> Vec<store::Unfinished> {
+        let mut claimed = Vec::new();
+        loop {
+            match self.engine.store.claim_leases(CLAIM_BATCH).await {
+                Ok(batch) => {
+                    let more = batch.len() == CLAIM_BATCH as usize;
+                    claimed.extend(batch);
+                    if !more {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::error!("cannot claim unfinished tasks: {e}");
+                    break;
+                }
+            }
+        }
+        let taken = claimed.iter().filter(|t| t.taken_from.is_some()).count();
+        if taken > 0 {
+            self.engine.metrics.lease_takeovers(taken as u64);
+            let mut from: Vec<&str> = claimed
+                .iter()
+                .filter_map(|t| t.taken_from.as_deref())
+                .collect();
+            from.sort_unstable();
+            from.dedup();
+            tracing::warn!(
+                tasks = taken,
+                instances = ?from,
+                "took over the tasks of instances whose leases ran out (stopped or unreachable)"
+            );
+        }
+        claimed
+    }
+
+    /// Every third of a lease: renews this instance's leases (dropping the tasks another
+    /// instance took over while this one stalled), then claims the tasks of instances that died.
+    async fn keep_leases(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(self.lease_ttl / 3);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            // Only tasks watched before the renewal began can be judged by its answer: one
+            // created meanwhile may be missing from it and still be this instance's.
+            let before: Vec<Arc<str>> = self.queue.lock().watched.keys().cloned().collect();
+            match self.engine.store.renew_leases().await {
+                Ok(held) => {
+                    let held: std::collections::HashSet<String> = held.into_iter().collect();
+                    let lost: Vec<Arc<str>> = before
+                        .into_iter()
+                        .filter(|id| !held.contains(&**id))
+                        .collect();
+                    self.engine.metrics.leases_held(held.len());
+                    if !lost.is_empty() {
+                        let mut q = self.queue.lock();
+                        for id in &lost {
+                            q.watched.remove(id);
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!("cannot renew this instance's task leases: {e}"),
+            }
+            for task in self.claim().await {
+                self.resume(task).await;
+            }
+        }
+    }
+
+    /// Picks up a task claimed unfinished: at start-up, or from an instance that died. A call in
+    /// flight was lost with the process that made it:
     /// a synchronous back's (the task was working on it), or a create on any back whose answer
     /// never came (the task has no upstream id, so there is nothing to follow, and nothing it
     /// could be asked about). Such a task fails, its hold released; anything else is followed

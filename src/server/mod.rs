@@ -39,6 +39,8 @@ pub enum StartError {
     },
     #[error("cannot set up TLS for {address}: {detail}")]
     Tls { address: SocketAddr, detail: String },
+    #[error("cannot open the task store: {0}")]
+    Store(store::StoreError),
     #[error(transparent)]
     State(#[from] crate::state::StateError),
 }
@@ -138,7 +140,22 @@ impl Server {
 
         let threads = config.server.threads;
         let upstream_keepalive = config.server.upstream_keepalive;
-        let state = State::new(config, dialects).map_err(StartError::State)?;
+        // Opened on the server's own runtime (PostgreSQL's pool lives on it); the caller may be
+        // inside another runtime, so it waits on a channel rather than `block_on`.
+        let (opened_tx, opened_rx) = std::sync::mpsc::channel();
+        let to_open = config.clone();
+        runtime.spawn(async move {
+            let _ = opened_tx.send(crate::state::open_store(&to_open).await);
+        });
+        let store = opened_rx
+            .recv()
+            .map_err(|_| {
+                StartError::Store(store::StoreError::Backend(
+                    "the runtime stopped while opening it".into(),
+                ))
+            })?
+            .map_err(StartError::Store)?;
+        let state = State::new(config, dialects, store).map_err(StartError::State)?;
         let fds: ListenFds = Arc::new(parking_lot::Mutex::new(Fds::new()));
         let pingora_conf = Arc::new(ServerConf {
             threads,
@@ -258,6 +275,23 @@ impl Server {
                 waited: started.elapsed(),
             }
         });
+        // Other instances take this one's tasks at once rather than when its leases run out.
+        let store = self.state.engine.store.clone();
+        let handed = self.runtime.block_on(async move {
+            tokio::time::timeout(Duration::from_secs(5), store.hand_back_leases()).await
+        });
+        match handed {
+            Ok(Ok(n)) if n > 0 => {
+                tracing::info!(tasks = n, "handed the leases of unfinished tasks back")
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::warn!("cannot hand task leases back (they run out instead): {e}")
+            }
+            Err(_) => tracing::warn!(
+                "the store did not take the task leases back in 5s (they run out instead)"
+            ),
+        }
         if report.abandoned > 0 {
             tracing::warn!(
                 abandoned = report.abandoned,

@@ -35,3 +35,5 @@ pub use purchases::{Purchase, PurchaseState};
 pub use store::{
     Leases, PoolStatus, SqliteStore, StoreError, Stored, TaskQuery, TaskStore, Unfinished,
 };
+mod open;
+pub use open::{migrate, open, schema_version, Location, Migrated, Migrations};
