@@ -8,7 +8,8 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use super::file::{
-    AdminSection, AuthSection, ListenerEntry, LogSection, RouteEntry, ServerSection, UpstreamEntry,
+    AdminSection, AuthSection, LimitsSection, ListenerEntry, LogSection, RouteEntry, ServerSection,
+    UpstreamEntry,
 };
 use mapping::problem::{one, Collector};
 
@@ -19,6 +20,7 @@ pub struct RawConfig {
     pub log: LogSection,
     pub admin: Option<AdminSection>,
     pub auth: Option<AuthSection>,
+    pub limits: Option<LimitsSection>,
     /// `(index in the file, entry)`, so messages can name `listeners[2]`.
     pub listeners: Vec<(usize, ListenerEntry)>,
     pub upstreams: Vec<(usize, UpstreamEntry)>,
@@ -35,6 +37,7 @@ const SECTIONS: &[&str] = &[
     "log",
     "admin",
     "auth",
+    "limits",
     "listeners",
     "upstreams",
     "routes",
@@ -58,6 +61,7 @@ pub fn read(root: DeTable<'_>, problems: &mut Collector<'_>) -> RawConfig {
             }
             "admin" => raw.admin = one(value, name, problems),
             "auth" => raw.auth = one(value, name, problems),
+            "limits" => raw.limits = one(value, name, problems),
             "listeners" => {
                 raw.has_listeners = true;
                 raw.listeners = many(value, name, problems);
