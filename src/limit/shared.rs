@@ -262,6 +262,18 @@ impl Shared {
         }
     }
 
+    /// Asks Redis for a `PONG` now, within `redis_timeout` (for `/readyz`).
+    pub async fn ping(&self) -> Result<(), String> {
+        let mut conn = self.connection()?;
+        let cmd = redis::cmd("PING");
+        let pong = cmd.query_async::<String>(&mut conn);
+        match tokio::time::timeout(self.config.timeout, pong).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer within {:?}", self.config.timeout)),
+        }
+    }
+
     /// Whether Redis is marked up (its last call answered).
     pub fn is_up(&self) -> bool {
         !self.down.load(Ordering::Relaxed)
