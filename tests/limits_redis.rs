@@ -152,6 +152,15 @@ impl Instance {
         self.served.as_ref().expect("running")
     }
 
+    /// `GET /` with a token for `subject`.
+    async fn get_as(&self, subject: &str) -> reqwest::Result<reqwest::Response> {
+        client()
+            .get(self.url("/"))
+            .bearer_auth(token(subject))
+            .send()
+            .await
+    }
+
     /// `/readyz`: its status and body.
     async fn readyz(&self) -> (u16, Value) {
         let r = client()
@@ -266,6 +275,17 @@ async fn setup(n: usize, route: &str, extra: &str) -> Setup {
         redis,
         _dir: dir,
     }
+}
+
+/// One instance limiting each subject to 10/s, waiting 50 ms at most on Redis.
+async fn one_instance(extra: &str) -> Setup {
+    let limits = format!("redis_timeout = \"50ms\"\n{extra}");
+    setup(
+        1,
+        "auth = true\nrate_limit = { per_subject = \"10/s\" }",
+        &limits,
+    )
+    .await
 }
 
 /// Sends requests as fast as `clients` loops can, each loop on instance `i % n`, for [`RUN`];
@@ -420,15 +440,9 @@ async fn without_redis_local_fallback_limits_each_instance_alone_and_says_so() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_redis_deny_refuses_with_503_and_the_instance_is_not_ready() {
-    let mut s = setup(
-        1,
-        "auth = true\nrate_limit = { per_subject = \"10/s\" }",
-        "on_redis_error = \"deny\"\nredis_timeout = \"50ms\"",
-    )
-    .await;
+    let mut s = one_instance("on_redis_error = \"deny\"").await;
     let one = &s.fleet[0];
-    let http = client();
-    let get = || http.get(one.url("/")).bearer_auth(token("erin")).send();
+    let get = || one.get_as("erin");
     assert_eq!(get().await.unwrap().status(), 200);
 
     s.redis.stop();
@@ -469,6 +483,42 @@ async fn without_redis_deny_refuses_with_503_and_the_instance_is_not_ready() {
         2,
         "the refused requests never went upstream"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_hangs_never_hangs_a_request() {
+    let s = one_instance("").await;
+    let one = &s.fleet[0];
+    let get = || one.get_as("gina");
+    assert_eq!(get().await.unwrap().status(), 200);
+    s.redis.pause();
+    // The client's own timeout is 20 s: a request waiting on the frozen Redis would fail here.
+    for _ in 0..3 {
+        let started = Instant::now();
+        assert_eq!(get().await.unwrap().status(), 200);
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    one.log_showing("Redis is unreachable: each instance applies its own rate limits")
+        .await;
+    let (status, ready) = one.readyz().await;
+    assert_eq!(
+        (status, &ready["status"]),
+        (200, &"degraded".into()),
+        "{ready}"
+    );
+    s.redis.resume();
+    eventually("Redis answering again", || async {
+        let _ = get().await;
+        match one.readyz().await {
+            (200, r) if r["status"] == "ready" => Ok(()),
+            (_, r) => Err(r.to_string()),
+        }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -127,6 +127,83 @@ fn without_password(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::without_password;
+    use crate::config::OnRedisError;
+    use std::time::Duration;
+
+    /// The URL shown, the fallback, the timeout and the password.
+    type Seen = (String, OnRedisError, Duration, Option<String>);
+
+    /// `[limits]` holding `body`, validated: what it became, or every problem as text.
+    fn limits(body: &str) -> Result<Option<Seen>, String> {
+        let text = format!("[limits]\n{body}\n\n[[listeners]]\naddress = \"127.0.0.1:0\"\n");
+        crate::config::parse(&text, "t.toml")
+            .map(|c| {
+                c.shared_limits.map(|s| {
+                    let password = s.redis.redis_settings().password().map(str::to_string);
+                    (s.display, s.on_error, s.timeout, password)
+                })
+            })
+            .map_err(|p| p.to_string())
+    }
+
+    #[test]
+    fn redis_settings_have_defaults_and_the_password_comes_from_the_environment() {
+        assert_eq!(limits(""), Ok(None));
+        assert_eq!(
+            limits("redis = \"redis://10.0.0.5:6379/1\""),
+            Ok(Some((
+                "redis://10.0.0.5:6379/1".into(),
+                OnRedisError::Local,
+                Duration::from_millis(100),
+                None
+            )))
+        );
+        const ENV: &str = "INTERLINGUA_UNIT_REDIS_PASSWORD";
+        std::env::set_var(ENV, "pw");
+        assert_eq!(
+            limits(&format!(
+                "redis = \"redis://cache:6379\"\nredis_password_env = \"{ENV}\"\n\
+                 on_redis_error = \"deny\"\nredis_timeout = \"25ms\""
+            )),
+            Ok(Some((
+                "redis://cache:6379".into(),
+                OnRedisError::Deny,
+                Duration::from_millis(25),
+                Some("pw".into())
+            )))
+        );
+        assert_eq!(
+            limits("redis = \"redis://:s3cret@cache:6379\"").map(|l| l.map(|l| (l.0, l.3))),
+            Ok(Some((
+                "redis://:***@cache:6379".into(),
+                Some("s3cret".into())
+            )))
+        );
+    }
+
+    #[test]
+    fn every_bad_redis_setting_is_reported_at_its_place() {
+        let wrong = limits(
+            "redis = \"http://cache:6379\"\non_redis_error = \"allow\"\nredis_timeout = \"0s\"\n\
+             redis_password_env = \"INTERLINGUA_UNIT_REDIS_UNSET\"",
+        )
+        .unwrap_err();
+        for part in [
+            "t.toml:2:9: limits.redis: `http://cache:6379` is not a redis:// URL",
+            "t.toml:3:18: limits.on_redis_error: `allow` is not a choice; use \"local\" or \"deny\"",
+            "t.toml:4:17: limits.redis_timeout: must be longer than zero",
+            "t.toml:5:22: limits.redis_password_env: the environment variable `INTERLINGUA_UNIT_REDIS_UNSET` is not set",
+        ] {
+            assert!(wrong.contains(part), "no `{part}` in:\n{wrong}");
+        }
+        let alone = limits("on_redis_error = \"deny\"").unwrap_err();
+        assert!(
+            alone.contains("limits.on_redis_error: has no effect without limits.redis"),
+            "{alone}"
+        );
+        let unknown = limits("redis_url = \"redis://cache\"").unwrap_err();
+        assert!(unknown.contains("t.toml:2:1"), "{unknown}");
+    }
 
     #[test]
     fn the_password_never_shows() {

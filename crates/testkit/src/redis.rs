@@ -5,9 +5,11 @@
 //! then given to Redis; when another process takes it in between, Redis fails to start and the
 //! next free port is tried). [`Redis::start`] returns once the server answers `PING`.
 //!
-//! A server must not outlive the test process, even one that panics or is killed: the server is
-//! started through `setpriv --pdeathsig KILL` (util-linux), so the kernel kills it when the
-//! thread that started it ends, and `Drop` kills it before that.
+//! A server must not outlive the test process, even one that panics or is killed (SIGKILL leaves
+//! no `Drop` to run): the server is started through `setpriv --pdeathsig KILL` (util-linux), so the
+//! kernel kills it when the thread that started it ends, and `Drop` kills it before that. Start
+//! it from the test's own thread (an `async fn` test's body runs there), not from a
+//! `spawn_blocking` thread, which may end while the test still needs the server.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -100,6 +102,30 @@ impl Redis {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+    }
+
+    /// Freezes the server (SIGSTOP): connections stay open and nothing answers, as with a Redis
+    /// that hangs. [`Redis::resume`] thaws it.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Thaws a server frozen by [`Redis::pause`] (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, which: &str) {
+        if let Some(child) = &self.child {
+            let sent = Command::new("kill")
+                .arg(which)
+                .arg(child.id().to_string())
+                .status();
+            assert!(
+                sent.is_ok_and(|s| s.success()),
+                "kill {which} redis-server failed"
+            );
         }
     }
 
