@@ -49,8 +49,9 @@ for i = 1, #KEYS do
 end
 for i = 1, #KEYS do
   -- The bucket is full again at its TAT: nothing need be kept past it.
+  -- Numbers are written with %.0f: Lua's own conversion switches to exponents past 14 digits.
   local ttl_ms = math.floor((tats[i] - now) / 1000) + 1
-  redis.call('SET', KEYS[i], string.format('%.0f', tats[i]), 'PX', ttl_ms)
+  redis.call('SET', KEYS[i], string.format('%.0f', tats[i]), 'PX', string.format('%.0f', ttl_ms))
 end
 return {0, 0}
 "#;
@@ -357,5 +358,24 @@ impl Shared {
             OnRedisError::Local => Decision::Limit(local),
             OnRedisError::Deny => Decision::Unavailable,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Bucket;
+    use crate::config::parse_quota;
+
+    #[test]
+    fn a_buckets_key_names_its_route_policy_and_quota() {
+        let q = |text: &str| parse_quota(text).expect("a quota");
+        let b = Bucket::new("main", "subject", &q("10/s, burst 5"));
+        assert_eq!(b.prefix, "interlingua:limit:main:subject:100000x5:");
+        assert_eq!((b.interval_us, b.burst), (100_000, 5));
+        // Another quota, another key: its state is never read as this one's.
+        let b = Bucket::new("main", "subject", &q("10/s, burst 6"));
+        assert_eq!(b.prefix, "interlingua:limit:main:subject:100000x6:");
+        let b = Bucket::new("main", "route", &q("1/h"));
+        assert_eq!(b.prefix, "interlingua:limit:main:route:3600000000x1:");
     }
 }
