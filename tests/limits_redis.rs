@@ -451,6 +451,11 @@ async fn without_redis_deny_refuses_with_503_and_the_instance_is_not_ready() {
     assert_eq!(refused.headers()["retry-after"], "1");
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["error"]["code"], "limits_unavailable", "{body}");
+    let keys: Vec<&str> = body["error"]
+        .as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(keys, ["code", "message", "request_id"], "{body}");
     assert_eq!(
         body["error"]["message"],
         "rate limits cannot be checked right now; retry later"
