@@ -81,6 +81,10 @@ pub enum ProxyError {
     /// Over a rate limit.
     #[error("rate limit `{}` exceeded; retry after {} s", .0.policy, .0.retry_after_secs())]
     RateLimited(crate::limit::Refusal),
+    /// The route's rate limits are kept in Redis, Redis cannot be asked, and the config says to
+    /// refuse rather than count per instance (`on_redis_error = "deny"`).
+    #[error("rate limits cannot be checked right now; retry later")]
+    LimitsUnavailable,
     /// The task store failed.
     #[error("task store: {0}")]
     Store(#[from] StoreError),
@@ -134,6 +138,7 @@ impl ProxyError {
             ProxyError::Forbidden { .. } => 403,
             ProxyError::PaymentRequired { .. } => 402,
             ProxyError::RateLimited(_) => 429,
+            ProxyError::LimitsUnavailable => 503,
             ProxyError::Store(_) => 500,
             ProxyError::Internal(_) => 500,
         }
@@ -164,6 +169,7 @@ impl ProxyError {
             ProxyError::Forbidden { .. } => "forbidden",
             ProxyError::PaymentRequired { .. } => "insufficient_credits",
             ProxyError::RateLimited(_) => "rate_limited",
+            ProxyError::LimitsUnavailable => "limits_unavailable",
             ProxyError::Store(_) => "store_error",
             ProxyError::Internal(_) => "internal_error",
         }

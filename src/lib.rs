@@ -20,7 +20,7 @@
 //! | `routing`   | host → longest path prefix → method |
 //! | `upstream`  | the client every call to an agent or service goes through, peers, `UpstreamError` |
 //! | `auth`      | bearer JWTs (HMAC, RSA, EC, EdDSA; key sets over a file or URL) |
-//! | `limit`     | rate limits per route, client and subject (governor GCRA) |
+//! | `limit`     | rate limits per route, client and subject (governor GCRA; shared through Redis) |
 //! | `credits`   | what steps cost; `verify`, the ledger's invariants |
 //! | `payment`   | paying agents on their own rail (a Masumi purchase), on the operator's account |
 //! | `error`     | what a request can end in: the concerns' errors composed, with status and code |

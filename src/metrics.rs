@@ -164,6 +164,14 @@ impl Metrics {
         })
     }
 
+    /// Adds a collector defined by another module (the shared rate limiter's) to this server's
+    /// registry. A name registered twice is a programming error, logged and left out.
+    pub fn register(&self, collector: Box<dyn prometheus::core::Collector>) {
+        if let Err(e) = self.registry.register(collector) {
+            tracing::error!(error = %e, "a metric could not be registered");
+        }
+    }
+
     /// Counts a request as in flight until the returned guard is dropped.
     pub fn start_request(self: &Arc<Self>) -> InFlight {
         self.in_flight.inc();

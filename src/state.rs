@@ -9,6 +9,7 @@ use crate::config::StoreBackend;
 use crate::config::{Config, Route};
 use crate::engine::watch::Watcher;
 use crate::engine::{Engine, Translated};
+use crate::limit::shared::Shared;
 use crate::limit::RouteLimits;
 use crate::metrics::Metrics;
 use crate::routing::RouteTable;
@@ -37,6 +38,8 @@ pub struct State {
     pub auth: Option<Authenticator>,
     /// Per route (by index), its rate limits.
     pub limits: Vec<RouteLimits>,
+    /// The same limits for the whole fleet, in Redis, when `[limits] redis` is set.
+    pub shared_limits: Option<Arc<Shared>>,
     /// Follows unfinished tasks until they end.
     pub watcher: Arc<Watcher>,
 }
@@ -96,6 +99,10 @@ impl State {
             .iter()
             .map(|r| RouteLimits::new(&r.access.limits))
             .collect();
+        let shared_limits = config
+            .shared_limits
+            .as_ref()
+            .map(|s| Shared::new(s, &config.routes, &metrics));
         let upstreams = Arc::new(Upstreams::new(&config.upstreams));
         let translated: Vec<Option<Arc<Translated>>> = config
             .routes
@@ -121,6 +128,7 @@ impl State {
             translated,
             auth,
             limits,
+            shared_limits,
             watcher,
             dialects,
             config,

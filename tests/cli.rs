@@ -127,7 +127,7 @@ fn check_reports_every_problem_with_its_line_and_column() {
         "F:25:9: routes[0].back: front `mip999` and back `passthrough`: passthrough is on both sides or neither",
         "F:28:49: routes[1].match.methods[1]: `not a method` is not an HTTP method",
         "F:30:12: routes[1].max_body: `huge` is not a size; examples: \"10MiB\", \"512KB\", \"1048576\"",
-        "F:32:2: unknown_table: unknown section `unknown_table`; expected one of: server, log, admin, auth, listeners, upstreams, routes",
+        "F:32:2: unknown_table: unknown section `unknown_table`; expected one of: server, log, admin, auth, store, limits, listeners, upstreams, routes",
         "./mappings/mip999.toml: no mapping file for dialect `mip999`; available: a2a, lmos, mip003, multiagent_eval, nearai, nevermined, openai_chat, passthrough",
         "13 problem(s) found",
     ];

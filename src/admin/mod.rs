@@ -1,6 +1,7 @@
 //! The admin listener. Open: `GET /healthz` (the process is up), `GET /readyz` (config loaded,
-//! every upstream resolvable, the store answering), `GET /metrics` (Prometheus). Behind the admin token
-//! (`Authorization: Bearer …`, the value of `admin.token_env`): the credits API
+//! every upstream resolvable, the store answering, Redis answering when rate limits are shared
+//! through it), `GET /metrics` (Prometheus). Behind the admin token (`Authorization: Bearer …`,
+//! the value of `admin.token_env`): the credits API
 //! (`POST /credits/grant`, `POST /credits/revoke`, `GET /credits/balance`, `GET /credits/history`,
 //! `GET /credits/verify`: the ledger's invariants, see [`crate::credits::verify`]),
 //! `GET /tasks/{id}` (with its purchases) and `GET /tasks/{id}/purchases`. Keep the listener off
@@ -16,6 +17,7 @@ use pingora::protocols::http::ServerSession;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::config::OnRedisError;
 use crate::state::State;
 use mapping::dialect::template::parse_query;
 use store::Account;
@@ -23,6 +25,15 @@ use store::StoreError;
 
 /// How long `/readyz` waits for the store.
 const READY_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether a part of the instance lets it take traffic.
+enum Readiness {
+    Ready,
+    /// Ready, with less than it was configured for.
+    Degraded,
+    /// Not ready, and why.
+    NotReady(String),
+}
 
 /// The largest admin request body.
 const MAX_BODY: usize = 64 * 1024;
@@ -46,8 +57,8 @@ impl Admin {
         Admin { state }
     }
 
-    /// Ready when every upstream resolves and the store answers; the body names the store's
-    /// backend and says what is wrong otherwise.
+    /// Ready when every upstream resolves, the store answers and (with `on_redis_error = "deny"`)
+    /// Redis does; the body names the store's backend, Redis's state, and what is wrong.
     async fn readyz(&self) -> Response<Vec<u8>> {
         let mut problems = self.state.upstreams.readiness_problems();
         let store = self.store_readiness().await;
@@ -58,17 +69,64 @@ impl Admin {
             "backend": self.state.engine.store.backend(),
             "status": if store.is_ok() { "ok" } else { "unreachable" },
         });
-        if problems.is_empty() {
-            json_response(
-                StatusCode::OK,
-                &json!({"status": "ready", "config": self.state.config.origin, "store": store}),
-            )
+        let redis = self.redis_readiness().await;
+        let degraded = match &redis {
+            Some((_, Readiness::Degraded)) => true,
+            Some((_, Readiness::NotReady(problem))) => {
+                problems.push(problem.clone());
+                false
+            }
+            Some((_, Readiness::Ready)) | None => false,
+        };
+        let mut body = if problems.is_empty() {
+            let status = if degraded { "degraded" } else { "ready" };
+            json!({"status": status, "config": self.state.config.origin})
         } else {
-            json_response(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &json!({"status": "not_ready", "problems": problems, "store": store}),
-            )
+            json!({"status": "not_ready", "problems": problems})
+        };
+        body["store"] = store;
+        if let Some((report, _)) = redis {
+            body["redis"] = report;
         }
+        let status = if problems.is_empty() {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        };
+        json_response(status, &body)
+    }
+
+    /// Redis's part of `/readyz`, when rate limits are shared through it: asked with a `PING`
+    /// now. Unreachable with `on_redis_error = "local"` leaves the instance ready but degraded
+    /// (its limits are per instance); with `"deny"` it is not ready (it refuses rate-limited
+    /// requests).
+    async fn redis_readiness(&self) -> Option<(Value, Readiness)> {
+        let shared = self.state.shared_limits.as_ref()?;
+        let mode = shared.mode().as_str();
+        Some(match shared.ping().await {
+            Ok(()) => (
+                json!({"status": "ok", "url": shared.display(), "on_redis_error": mode}),
+                Readiness::Ready,
+            ),
+            Err(e) => {
+                let report = json!({
+                    "status": "unreachable",
+                    "url": shared.display(),
+                    "on_redis_error": mode,
+                    "error": e,
+                });
+                match shared.mode() {
+                    OnRedisError::Local => (report, Readiness::Degraded),
+                    OnRedisError::Deny => (
+                        report,
+                        Readiness::NotReady(format!(
+                            "Redis {} is unreachable and limits.on_redis_error is \"deny\": rate-limited requests are refused",
+                            shared.display()
+                        )),
+                    ),
+                }
+            }
+        })
     }
 
     /// Whether the store answers within a load balancer's patience.

@@ -60,6 +60,20 @@ pub struct AdminSection {
     pub token_env: Option<Spanned<String>>,
 }
 
+/// `[limits]`: rate limits shared by several instances through Redis.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSection {
+    /// `redis://[user:password@]host:port[/db]`.
+    pub redis: Option<Spanned<String>>,
+    /// The environment variable holding Redis's password (instead of one in the URL).
+    pub redis_password_env: Option<Spanned<String>>,
+    /// `local` or `deny`.
+    pub on_redis_error: Option<Spanned<String>>,
+    /// The longest a check waits for Redis.
+    pub redis_timeout: Option<Spanned<String>>,
+}
+
 /// `[auth]`: how bearer tokens are verified.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -4,6 +4,7 @@
 
 mod access;
 mod file;
+mod limits;
 mod model;
 mod payment;
 mod sections;

@@ -22,6 +22,8 @@ pub struct Config {
     pub upstreams: Vec<Upstream>,
     pub routes: Vec<Route>,
     pub auth: Option<Auth>,
+    /// `[limits] redis`: rate limits shared through Redis; `None`: each instance counts alone.
+    pub shared_limits: Option<SharedLimits>,
 }
 
 /// Process-wide settings.
@@ -242,6 +244,48 @@ pub struct RateLimits {
     pub per_subject: Option<Quota>,
     pub route: Option<Quota>,
     pub per_client: Option<Quota>,
+}
+
+/// Rate limits kept in Redis, shared by every instance that names the same server.
+#[derive(Clone)]
+pub struct SharedLimits {
+    /// The server, password included (from the URL or `redis_password_env`).
+    pub redis: redis::ConnectionInfo,
+    /// The URL as configured, without its password: for messages.
+    pub display: String,
+    pub on_error: OnRedisError,
+    /// The longest a check waits for Redis before `on_error` applies.
+    pub timeout: Duration,
+}
+
+impl std::fmt::Debug for SharedLimits {
+    // The connection info holds the password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedLimits")
+            .field("redis", &self.display)
+            .field("on_error", &self.on_error)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+/// What a request meets when Redis cannot be asked (`on_redis_error`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnRedisError {
+    /// Each instance's own limits decide (a fleet of N then allows up to N times the quota).
+    Local,
+    /// The request is refused with 503 and a `Retry-After`.
+    Deny,
+}
+
+impl OnRedisError {
+    /// `local` or `deny`, as in the config and the metric's `mode` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnRedisError::Local => "local",
+            OnRedisError::Deny => "deny",
+        }
+    }
 }
 
 /// "10/s, burst 20": `count` requests per `per`, and up to `burst` at once.

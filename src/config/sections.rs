@@ -8,8 +8,8 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use super::file::{
-    AdminSection, AuthSection, ListenerEntry, LogSection, RouteEntry, ServerSection, StoreSection,
-    UpstreamEntry,
+    AdminSection, AuthSection, LimitsSection, ListenerEntry, LogSection, RouteEntry, ServerSection,
+    StoreSection, UpstreamEntry,
 };
 use mapping::problem::{one, Collector};
 
@@ -21,6 +21,7 @@ pub struct RawConfig {
     pub admin: Option<AdminSection>,
     pub auth: Option<AuthSection>,
     pub store: Option<StoreSection>,
+    pub limits: Option<LimitsSection>,
     /// `(index in the file, entry)`, so messages can name `listeners[2]`.
     pub listeners: Vec<(usize, ListenerEntry)>,
     pub upstreams: Vec<(usize, UpstreamEntry)>,
@@ -38,6 +39,7 @@ const SECTIONS: &[&str] = &[
     "admin",
     "auth",
     "store",
+    "limits",
     "listeners",
     "upstreams",
     "routes",
@@ -62,6 +64,7 @@ pub fn read(root: DeTable<'_>, problems: &mut Collector<'_>) -> RawConfig {
             "admin" => raw.admin = one(value, name, problems),
             "auth" => raw.auth = one(value, name, problems),
             "store" => raw.store = one(value, name, problems),
+            "limits" => raw.limits = one(value, name, problems),
             "listeners" => {
                 raw.has_listeners = true;
                 raw.listeners = many(value, name, problems);

@@ -62,6 +62,7 @@ pub fn build(raw: RawConfig, origin: &str, p: &mut Collector<'_>) -> Option<Conf
     let auth = access::auth(raw.auth.as_ref(), p);
     let has_auth = matches!(auth, Some(Some(_)));
     let routes = routes(&raw, &upstreams, has_auth, p);
+    let shared_limits = super::limits::limits(raw.limits.as_ref(), p);
     if !p.is_empty() {
         return None;
     }
@@ -75,6 +76,7 @@ pub fn build(raw: RawConfig, origin: &str, p: &mut Collector<'_>) -> Option<Conf
         upstreams: upstreams.into_iter().map(|(_, u)| u).collect(),
         routes,
         auth: auth?,
+        shared_limits: shared_limits?,
     })
 }
 

@@ -64,6 +64,8 @@ pub fn error_doc(err: &ProxyError, request_id: &str) -> Canonical<'static> {
             e.price = Some(*price);
         }
         ProxyError::RateLimited(r) => e.retry_after = Some(r.retry_after_secs()),
+        // As its `Retry-After` header (see `proxy::respond`).
+        ProxyError::LimitsUnavailable => e.retry_after = Some(1),
         _ => {}
     }
     Canonical::empty().with_error(&e)

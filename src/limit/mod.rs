@@ -1,6 +1,11 @@
 //! Rate limits, with `governor` (GCRA): per subject per route, per route overall, and per client
 //! address. A refused request gets the wait until it would be allowed, and the policy that refused
 //! it, for the `Retry-After`, `RateLimit-Policy` and `RateLimit` headers.
+//!
+//! These limiters count per instance. With `[limits] redis`, [`shared`] makes the same checks
+//! against Redis for the whole fleet, and these decide only when Redis cannot be asked.
+
+pub mod shared;
 
 use std::net::IpAddr;
 use std::num::NonZeroU32;
@@ -107,6 +112,12 @@ impl<C: Clock + Clone> RouteLimits<C> {
                 .map_err(|n| refuse("route", q, n.wait_time_from(now)))?;
         }
         Ok(())
+    }
+
+    /// Whether a check with this subject asks for the client's address (the per-client limit
+    /// applies only to requests without one).
+    pub fn uses_client(&self, subject: Option<&str>) -> bool {
+        subject.is_none() && self.per_client.is_some()
     }
 
     /// Forgets keys that are back to a full bucket, so the maps do not grow without bound.

@@ -6,6 +6,7 @@ use pingora::proxy::Session;
 use super::ctx::RequestCtx;
 use crate::config::Route;
 use crate::error::ProxyError;
+use crate::limit::shared::Decision;
 use crate::state::State;
 
 /// Authenticates the caller (routes with auth, unless the request is `public`), checks the plan,
@@ -49,9 +50,24 @@ pub async fn check(
                 .and_then(|a| a.as_inet())
                 .map(|a| a.ip())
         };
-        limits
-            .check(subject, client)
-            .map_err(ProxyError::RateLimited)?;
+        match &state.shared_limits {
+            None => limits
+                .check(subject, client)
+                .map_err(ProxyError::RateLimited)?,
+            Some(shared) => {
+                let ip = if limits.uses_client(subject) {
+                    client()
+                } else {
+                    None
+                };
+                // The local limiters count every request, so they hold state to fall back on.
+                let local = limits.check(subject, || ip);
+                match shared.check(index, subject, ip, local).await {
+                    Decision::Limit(decided) => decided.map_err(ProxyError::RateLimited)?,
+                    Decision::Unavailable => return Err(ProxyError::LimitsUnavailable),
+                }
+            }
+        }
     }
     Ok(())
 }

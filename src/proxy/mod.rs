@@ -11,6 +11,7 @@
 //!             access::check        auth: the bearer token (auth::)           (401 unauthorized)
 //!                                  plan: may it use this route               (403 forbidden)
 //!                                  limits: route, client, subject (limit::)  (429 rate_limited)
+//!                                  (in Redis, when shared: one round trip)   (503 limits_unavailable)
 //!             translate::serve     translated routes end here: body read whole, the engine
 //!                                  decodes the front, holds credits, calls the back through
 //!                                  upstream::Client (as often as the operation needs), encodes

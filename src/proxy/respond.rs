@@ -54,9 +54,10 @@ pub async fn error(
         | ProxyError::TaskFailed { .. }
         | ProxyError::Store(_) => true,
         // Refused before the body was read: only an empty one leaves nothing behind.
-        ProxyError::Unauthorized(_) | ProxyError::Forbidden { .. } | ProxyError::RateLimited(_) => {
-            session.is_body_empty()
-        }
+        ProxyError::Unauthorized(_)
+        | ProxyError::Forbidden { .. }
+        | ProxyError::RateLimited(_)
+        | ProxyError::LimitsUnavailable => session.is_body_empty(),
         ProxyError::BodyTooLarge { .. }
         | ProxyError::BadRequest(_)
         | ProxyError::ClientTimeout
@@ -168,6 +169,8 @@ fn error_headers(err: &ProxyError) -> Vec<(&'static str, String)> {
         ],
         // Most clients that meet the limit are about to be gone again.
         ProxyError::TooManyConnections => vec![("retry-after", "1".to_string())],
+        // Redis is probed again within a second (`limit::shared::PROBE_INTERVAL`).
+        ProxyError::LimitsUnavailable => vec![("retry-after", "1".to_string())],
         ProxyError::NoRoute { .. }
         | ProxyError::BodyTooLarge { .. }
         | ProxyError::BadRequest(_)
