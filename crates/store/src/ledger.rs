@@ -61,14 +61,18 @@ pub fn balance(c: &Connection, a: &Account) -> Result<Balance, StoreError> {
             .optional()
         })
         .map_err(backend)?;
-    let (granted, captured, held) = found.unwrap_or((0, 0, 0));
-    Ok(Balance {
+    Ok(balance_of(a, found.unwrap_or((0, 0, 0))))
+}
+
+/// An account's balance from its totals: granted, captured, held.
+pub(crate) fn balance_of(a: &Account, (granted, captured, held): (i64, i64, i64)) -> Balance {
+    Balance {
         plan: a.plan.clone(),
         subject: a.subject.clone(),
         granted,
         captured,
         held,
-    })
+    }
 }
 
 fn adjust(
@@ -337,20 +341,14 @@ pub(crate) const FROM_ROWS: &str = "
 
 /// The balance from the rows alone.
 pub fn recompute(c: &Connection, a: &Account) -> Result<Balance, StoreError> {
-    let (granted, captured, held) = c
+    let totals = c
         .query_row(
             &format!("SELECT {FROM_ROWS} WHERE plan = ?1 AND subject = ?2"),
             params![a.plan, a.subject],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .map_err(backend)?;
-    Ok(Balance {
-        plan: a.plan.clone(),
-        subject: a.subject.clone(),
-        granted,
-        captured,
-        held,
-    })
+    Ok(balance_of(a, totals))
 }
 
 /// Every account whose balance differs from its rows (an account with rows and no balance, or

@@ -491,33 +491,48 @@ mod tests {
             subject: Some("ann".into()),
             ..TaskQuery::default()
         };
-        let reads = |q: &TaskQuery, index: &str| {
-            let plan = plan(q);
-            assert!(plan.contains(index), "{plan}");
-        };
-        reads(&caller, "tasks_by_route");
-        // A conversation's task, looked up for each message of it.
-        let conversation = TaskQuery {
-            conversation: Some("c-1".into()),
-            ..caller.clone()
-        };
-        reads(&conversation, "tasks_by_route");
-        // By the conversation alone: its own index (the column migration v2 made).
-        let alone = TaskQuery {
-            conversation: Some("c-1".into()),
-            ..TaskQuery::default()
-        };
-        reads(&alone, "tasks_by_conversation");
-        // A step's holder: the text search reads only the caller's documents.
-        let holding = TaskQuery {
-            holding_step: Some("step-1".into()),
-            ..caller.clone()
-        };
-        reads(&holding, "tasks_by_route");
-        let route_only = TaskQuery {
+        let with = |q: TaskQuery| TaskQuery {
             route: Some("r".into()),
-            ..TaskQuery::default()
+            subject: Some("ann".into()),
+            ..q
         };
-        assert!(plan(&route_only).contains("tasks_by_route"));
+        let cases = [
+            (caller.clone(), "tasks_by_route"),
+            // A conversation's task, looked up for each message of it.
+            (
+                with(TaskQuery {
+                    conversation: Some("c-1".into()),
+                    ..TaskQuery::default()
+                }),
+                "tasks_by_route",
+            ),
+            // By the conversation alone: its own index (the column migration v2 made).
+            (
+                TaskQuery {
+                    conversation: Some("c-1".into()),
+                    ..TaskQuery::default()
+                },
+                "tasks_by_conversation",
+            ),
+            // A step's holder: the text search reads only the caller's documents.
+            (
+                with(TaskQuery {
+                    holding_step: Some("step-1".into()),
+                    ..TaskQuery::default()
+                }),
+                "tasks_by_route",
+            ),
+            (
+                TaskQuery {
+                    route: Some("r".into()),
+                    ..TaskQuery::default()
+                },
+                "tasks_by_route",
+            ),
+        ];
+        for (q, index) in cases {
+            let plan = plan(&q);
+            assert!(plan.contains(index), "{q:?}: {plan}");
+        }
     }
 }

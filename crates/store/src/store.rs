@@ -374,6 +374,26 @@ impl SqliteStore {
     }
 }
 
+/// The tasks a search found, those that cannot be read ended by `end` where they are found, and
+/// listed as they now are.
+pub(crate) async fn ending_unreadable<F, Fut>(
+    found: Vec<rows::Read<Task>>,
+    end: F,
+) -> Result<Vec<Task>, StoreError>
+where
+    F: Fn(Unreadable) -> Fut,
+    Fut: std::future::Future<Output = Result<Option<Stored>, StoreError>>,
+{
+    let mut tasks = Vec::with_capacity(found.len());
+    for read in found {
+        match read {
+            Ok(task) => tasks.push(task),
+            Err(unreadable) => tasks.extend(end(unreadable).await?.map(|ended| ended.task)),
+        }
+    }
+    Ok(tasks)
+}
+
 /// The audit from what it reads (in one snapshot): the drifts, the open holds with their
 /// tasks' documents, the unfinished tasks.
 pub(crate) fn audit_of(
@@ -545,18 +565,7 @@ impl TaskStore for SqliteStore {
     async fn search(&self, q: &TaskQuery) -> Result<(Vec<Task>, u64), StoreError> {
         let q = q.clone();
         let (found, total) = self.read(true, move |c| rows::search(c, &q)).await?;
-        let mut tasks = Vec::with_capacity(found.len());
-        for read in found {
-            match read {
-                Ok(task) => tasks.push(task),
-                // Ended where it is found, and listed as it now is.
-                Err(unreadable) => {
-                    if let Some(ended) = self.end_unreadable(unreadable).await? {
-                        tasks.push(ended.task);
-                    }
-                }
-            }
-        }
+        let tasks = ending_unreadable(found, |u| self.end_unreadable(u)).await?;
         Ok((tasks, total))
     }
 
@@ -675,56 +684,14 @@ mod tests {
         let other = SqliteStore::open_with(dir.path(), leases("cli")).unwrap();
         other.insert(&Task::new("r", Utc::now())).await.unwrap();
         assert_eq!(now.claim_leases(10).await.unwrap(), []);
-        assert_eq!(now.renew_leases().await.unwrap(), std::slice::from_ref(&live.id));
+        assert_eq!(
+            now.renew_leases().await.unwrap(),
+            std::slice::from_ref(&live.id)
+        );
         // One process, one gate: the refresh claim is always granted.
         let fresh = Duration::from_secs(60);
         assert!(now.claim_refresh(&live.id, fresh).await.unwrap());
         assert!(now.claim_refresh(&live.id, fresh).await.unwrap());
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn concurrent_holds_never_take_more_than_the_balance() {
-        const CREDITS: usize = 40;
-        const CALLS: usize = 300;
-        let dir = tempfile::tempdir().unwrap();
-        for store in [
-            SqliteStore::open(dir.path()).unwrap(),
-            SqliteStore::in_memory().unwrap(),
-        ] {
-            let store = Arc::new(store);
-            let account = Account::new("gold", "ann");
-            store.grant(&account, CREDITS as i64, None).await.unwrap();
-            let calls: Vec<_> = (0..CALLS)
-                .map(|_| {
-                    let store = store.clone();
-                    tokio::spawn(async move {
-                        let hold = Hold {
-                            plan: "gold".to_string(),
-                            subject: "ann".to_string(),
-                            amount: 1,
-                        };
-                        store
-                            .insert_with_hold(&Task::new("r", Utc::now()), Some(&hold))
-                            .await
-                    })
-                })
-                .collect();
-            let mut held = 0;
-            for call in calls {
-                match call.await.unwrap() {
-                    Ok(()) => held += 1,
-                    Err(StoreError::Insufficient {
-                        available: 0,
-                        needed: 1,
-                    }) => {}
-                    Err(e) => panic!("unexpected {e:?}"),
-                }
-            }
-            assert_eq!(held, CREDITS);
-            let balance = store.balance(&account).await.unwrap();
-            assert_eq!((balance.held, balance.available()), (CREDITS as i64, 0));
-            assert_eq!(store.recompute(&account).await.unwrap(), balance);
-        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -326,6 +326,13 @@ async fn holds_against_the_balance(stores: Vec<Arc<dyn TaskStore>>) {
     }
 }
 
+/// SQLite in memory reads through its writer: the same limit holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn holds_in_memory_never_take_more_than_the_balance() {
+    let store = store::SqliteStore::in_memory().unwrap();
+    holds_against_the_balance(vec![Arc::new(store)]).await;
+}
+
 async fn nothing_too_deep_to_read_back_is_written(db: Db) {
     let store = db.store().await;
     let deep =
@@ -617,8 +624,14 @@ async fn leases_lapse_are_taken_over_renewed_and_handed_back(db: Db) {
         .collect();
     assert_eq!(taken, [(one.id.clone(), Some("a".to_string()))]);
     // a learns it at its renewal: it holds `two` only.
-    assert_eq!(a.renew_leases().await.unwrap(), std::slice::from_ref(&two.id));
-    assert_eq!(b.renew_leases().await.unwrap(), std::slice::from_ref(&one.id));
+    assert_eq!(
+        a.renew_leases().await.unwrap(),
+        std::slice::from_ref(&two.id)
+    );
+    assert_eq!(
+        b.renew_leases().await.unwrap(),
+        std::slice::from_ref(&one.id)
+    );
     // Handed back: claimable at once, from nobody.
     assert_eq!(a.hand_back_leases().await.unwrap(), 1);
     assert_eq!(a.renew_leases().await.unwrap(), Vec::<String>::new());
@@ -634,5 +647,177 @@ async fn leases_lapse_are_taken_over_renewed_and_handed_back(db: Db) {
     let mut done = two.clone();
     done.status = Status::Completed;
     b.update(&done, 1).await.unwrap();
-    assert_eq!(b.renew_leases().await.unwrap(), std::slice::from_ref(&one.id));
+    assert_eq!(
+        b.renew_leases().await.unwrap(),
+        std::slice::from_ref(&one.id)
+    );
+}
+
+// What only PostgreSQL does: several instances on one database.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_instances_never_hold_more_than_the_balance() {
+    let db = Db::postgres();
+    holds_against_the_balance(vec![db.store_as("a").await, db.store_as("b").await]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn instances_claiming_at_once_take_each_task_once() {
+    const TASKS: usize = 120;
+    let db = Db::postgres();
+    let gone = db.store_as("gone").await;
+    let tasks: Vec<_> = (0..TASKS).map(|_| Task::new("r", Utc::now())).collect();
+    gone.insert_many(&tasks).await.unwrap();
+    assert_eq!(gone.hand_back_leases().await.unwrap(), TASKS as u64);
+    let instances = [db.store_as("a").await, db.store_as("b").await];
+    // Four claimers per instance, each claiming 7 at a time until nothing is left.
+    let claimers: Vec<_> = (0..8)
+        .map(|i| {
+            let store = instances[i % 2].clone();
+            tokio::spawn(async move {
+                let mut mine = Vec::new();
+                loop {
+                    let claimed = store.claim_leases(7).await.unwrap();
+                    if claimed.is_empty() {
+                        break mine;
+                    }
+                    mine.extend(claimed.into_iter().map(|u| (i % 2, u.id)));
+                }
+            })
+        })
+        .collect();
+    let mut claimed = Vec::new();
+    for c in claimers {
+        claimed.extend(c.await.unwrap());
+    }
+    let mut ids: Vec<_> = claimed.iter().map(|(_, id)| id.clone()).collect();
+    ids.sort();
+    let mut all: Vec<_> = tasks.iter().map(|t| t.id.clone()).collect();
+    all.sort();
+    assert_eq!(ids, all);
+    // Each instance's renewal names exactly what it claimed.
+    for (n, store) in instances.iter().enumerate() {
+        let mut held = store.renew_leases().await.unwrap();
+        held.sort();
+        let mut mine: Vec<_> = claimed
+            .iter()
+            .filter(|(i, _)| *i == n)
+            .map(|(_, id)| id.clone())
+            .collect();
+        mine.sort();
+        assert_eq!(held, mine);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refresh_is_claimed_once_within_fresh_across_instances() {
+    let db = Db::postgres();
+    let (a, b) = (db.store_as("a").await, db.store_as("b").await);
+    let t = Task::new("r", Utc::now());
+    a.insert(&t).await.unwrap();
+    let fresh = Duration::from_secs(60);
+    let both = tokio::join!(a.claim_refresh(&t.id, fresh), b.claim_refresh(&t.id, fresh));
+    let mut got = [both.0.unwrap(), both.1.unwrap()];
+    got.sort();
+    assert_eq!(got, [false, true]);
+    assert!(!a.claim_refresh(&t.id, fresh).await.unwrap());
+    // Once `fresh` has passed (here: nothing is fresh), the next refresh is claimed.
+    assert!(b.claim_refresh(&t.id, Duration::ZERO).await.unwrap());
+    assert!(!a.claim_refresh("no-such-task", fresh).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_migrations_are_versioned_and_a_newer_schema_is_refused() {
+    let db = Db::postgres();
+    let location = db.location();
+    let required = store::open(&location, Leases::default(), Migrations::Require).await;
+    assert_eq!(
+        required.err().map(|e| e.to_string()),
+        Some(format!(
+            "the store's schema is at version 0, this build needs {}: run `interlingua migrate`",
+            store::migrations::SUPPORTED
+        ))
+    );
+    let first = store::migrate(&location).await.unwrap();
+    assert_eq!((first.from, first.to), (0, store::migrations::SUPPORTED));
+    let again = store::migrate(&location).await.unwrap();
+    assert_eq!((again.from, again.to), (first.to, first.to));
+    let s = store::open(&location, Leases::default(), Migrations::Require)
+        .await
+        .unwrap();
+    assert_eq!(s.backend(), "postgres");
+    s.ping().await.unwrap();
+    let pool = s.pool().unwrap();
+    assert_eq!((pool.max, pool.size >= 1), (32, true));
+    db.execute("INSERT INTO schema_migrations (version) VALUES (99)")
+        .await;
+    let refused = store::open(&location, Leases::default(), Migrations::Apply).await;
+    assert_eq!(
+        refused.err(),
+        Some(StoreError::Schema {
+            found: 99,
+            supported: store::migrations::SUPPORTED
+        })
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_instances_migrating_at_once_migrate_once() {
+    let db = Db::postgres();
+    let location = db.location();
+    let runs: Vec<_> = (0..4)
+        .map(|_| {
+            let location = location.clone();
+            tokio::spawn(async move { store::migrate(&location).await.unwrap() })
+        })
+        .collect();
+    let mut from = Vec::new();
+    for run in runs {
+        let m = run.await.unwrap();
+        assert_eq!(m.to, store::migrations::SUPPORTED);
+        from.push(m.from);
+    }
+    // Under the lock, one instance found the database empty; the others found it further along
+    // (each migration is its own transaction: they may take turns). A migration applied twice
+    // would have failed (its columns exist).
+    assert_eq!(from.iter().filter(|v| **v == 0).count(), 1, "{from:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_whose_server_is_gone_says_so() {
+    // Its own cluster: this one is stopped.
+    let cluster = Postgres::start();
+    let location = Location::Postgres(PgConfig {
+        url: cluster.database("gone"),
+        password: None,
+        pool_max: 4,
+    });
+    let s = store::open(&location, Leases::default(), Migrations::Apply)
+        .await
+        .unwrap();
+    cluster.stop();
+    let deadline = Duration::from_secs(20);
+    let read = tokio::time::timeout(deadline, s.get("t")).await.unwrap();
+    match read {
+        Err(StoreError::Backend(why)) => {
+            assert!(why.starts_with("PostgreSQL unreachable"), "{why}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let ping = tokio::time::timeout(deadline, s.ping()).await.unwrap();
+    assert!(
+        matches!(ping, Err(StoreError::Backend(ref why)) if why.starts_with("PostgreSQL unreachable")),
+        "{ping:?}"
+    );
+    let opened = tokio::time::timeout(
+        deadline,
+        store::open(&location, Leases::default(), Migrations::Apply),
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(opened, Err(StoreError::Backend(ref why)) if why.starts_with("PostgreSQL unreachable")),
+        "{:?}",
+        opened.err()
+    );
 }

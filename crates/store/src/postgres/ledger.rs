@@ -7,7 +7,7 @@ use deadpool_postgres::GenericClient;
 
 use super::Fail;
 use crate::credits::{Account, Balance, LedgerRow, Settled, Settlement};
-use crate::ledger::{compare, Plan, Planned, FROM_ROWS};
+use crate::ledger::{balance_of, compare, Plan, Planned, FROM_ROWS};
 use crate::store::StoreError;
 
 fn now() -> String {
@@ -61,14 +61,8 @@ pub(super) async fn balance(
         })
         .await?;
     let found = c.query_opt(&stmt, &[&a.plan, &a.subject]).await?;
-    let (granted, captured, held) = found.map_or((0, 0, 0), |r| (r.get(0), r.get(1), r.get(2)));
-    Ok(Balance {
-        plan: a.plan.clone(),
-        subject: a.subject.clone(),
-        granted,
-        captured,
-        held,
-    })
+    let totals = found.map_or((0, 0, 0), |r| (r.get(0), r.get(1), r.get(2)));
+    Ok(balance_of(a, totals))
 }
 
 async fn adjust(
@@ -274,13 +268,7 @@ pub(super) async fn recompute(c: &impl GenericClient, a: &Account) -> Result<Bal
             &[&a.plan, &a.subject],
         )
         .await?;
-    Ok(Balance {
-        plan: a.plan.clone(),
-        subject: a.subject.clone(),
-        granted: r.get(0),
-        captured: r.get(1),
-        held: r.get(2),
-    })
+    Ok(balance_of(a, (r.get(0), r.get(1), r.get(2))))
 }
 
 /// Every account whose balance differs from its rows.

@@ -160,6 +160,18 @@ macro_rules! attempt {
     }};
 }
 
+/// A read-only transaction whose statements all see one state.
+async fn snapshot(
+    client: &mut deadpool_postgres::Client,
+) -> Result<deadpool_postgres::Transaction<'_>, tokio_postgres::Error> {
+    client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+}
+
 /// An attempt on a connection from the pool: `with_client!(self, c => call(&c, …))`.
 macro_rules! with_client {
     ($store:ident, $c:ident => $call:expr) => {
@@ -311,12 +323,7 @@ impl PgStore {
     async fn search_once(&self, q: &TaskQuery) -> Result<(Vec<rows::ReadTask>, u64), Fail> {
         let mut client = self.client().await?;
         // The count and the page from one snapshot, so that they agree.
-        let tx = client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await?;
+        let tx = snapshot(&mut client).await?;
         let found = rows::search(&tx, q).await?;
         tx.commit().await?;
         Ok(found)
@@ -324,12 +331,7 @@ impl PgStore {
 
     async fn audit_once(&self) -> Result<Audit, Fail> {
         let mut client = self.client().await?;
-        let tx = client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await?;
+        let tx = snapshot(&mut client).await?;
         let audit = crate::store::audit_of(
             ledger::drifts(&tx).await?,
             ledger::open_holds(&tx).await?,
@@ -341,12 +343,7 @@ impl PgStore {
 
     async fn recompute_once(&self, account: &Account) -> Result<Balance, Fail> {
         let mut client = self.client().await?;
-        let tx = client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await?;
+        let tx = snapshot(&mut client).await?;
         let balance = ledger::recompute(&tx, account).await?;
         tx.commit().await?;
         Ok(balance)
@@ -417,17 +414,7 @@ impl TaskStore for PgStore {
 
     async fn search(&self, q: &TaskQuery) -> Result<(Vec<Task>, u64), StoreError> {
         let (found, total) = attempt!(self.search_once(q))?;
-        let mut tasks = Vec::with_capacity(found.len());
-        for read in found {
-            match read {
-                Ok(task) => tasks.push(task),
-                Err(unreadable) => {
-                    if let Some(ended) = self.end_unreadable(unreadable).await? {
-                        tasks.push(ended.task);
-                    }
-                }
-            }
-        }
+        let tasks = crate::store::ending_unreadable(found, |u| self.end_unreadable(u)).await?;
         Ok((tasks, total))
     }
 
