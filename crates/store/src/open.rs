@@ -9,12 +9,41 @@ use crate::postgres::{PgConfig, PgStore};
 use crate::store::{Leases, SqliteStore, StoreError, TaskStore};
 
 /// Where the store is.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub enum Location {
     /// `interlingua.db` in this data directory.
     Sqlite(PathBuf),
-    /// A PostgreSQL database (its `Debug` shows no password).
-    Postgres(PgConfig),
+    /// A PostgreSQL database.
+    Postgres {
+        /// `postgres://user@host:port/database`.
+        url: String,
+        /// The password, if not in the URL (from the environment). Never logged: `Debug` leaves
+        /// it out, and the URL's too.
+        password: Option<String>,
+        /// The most connections this instance opens.
+        pool_max: usize,
+    },
+}
+
+impl std::fmt::Debug for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Sqlite(dir) => f.debug_tuple("Sqlite").field(dir).finish(),
+            Location::Postgres {
+                url,
+                password,
+                pool_max,
+            } => pg(url, password, *pool_max).fmt(f),
+        }
+    }
+}
+
+fn pg(url: &str, password: &Option<String>, pool_max: usize) -> PgConfig {
+    PgConfig {
+        url: url.to_string(),
+        password: password.clone(),
+        pool_max,
+    }
 }
 
 /// Opens the store, applying the migrations it lacks ([`Migrations::Apply`]) or refusing it when
@@ -26,8 +55,13 @@ pub async fn open(
 ) -> Result<Arc<dyn TaskStore>, StoreError> {
     Ok(match location {
         Location::Sqlite(dir) => Arc::new(SqliteStore::open_in(dir, leases, migrations)?),
-        Location::Postgres(config) => {
-            Arc::new(PgStore::connect(config, leases, migrations).await?.0)
+        Location::Postgres {
+            url,
+            password,
+            pool_max,
+        } => {
+            let config = pg(url, password, *pool_max);
+            Arc::new(PgStore::connect(&config, leases, migrations).await?.0)
         }
     })
 }
@@ -42,12 +76,15 @@ pub async fn migrate(location: &Location) -> Result<Migrated, StoreError> {
                 .map_err(crate::store::backend)?;
             crate::migrations::sqlite(&conn, Migrations::Apply)
         }
-        Location::Postgres(config) => {
-            Ok(
-                PgStore::connect(config, Leases::default(), Migrations::Apply)
-                    .await?
-                    .1,
-            )
+        Location::Postgres {
+            url,
+            password,
+            pool_max,
+        } => {
+            let config = pg(url, password, *pool_max);
+            let (_, migrated) =
+                PgStore::connect(&config, Leases::default(), Migrations::Apply).await?;
+            Ok(migrated)
         }
     }
 }

@@ -10,8 +10,8 @@ use std::time::Duration;
 use chrono::Utc;
 use mapping::task::{Status, Task};
 use store::{
-    Account, Capture, Hold, Leases, LedgerRow, Location, Migrations, PgConfig, Settlement,
-    StoreError, TaskQuery, TaskStore,
+    Account, Capture, Hold, Leases, LedgerRow, Location, Migrations, Settlement, StoreError,
+    TaskQuery, TaskStore,
 };
 use testkit::postgres::Postgres;
 
@@ -37,11 +37,11 @@ impl Db {
     fn location(&self) -> Location {
         match self {
             Db::Sqlite(dir) => Location::Sqlite(dir.path().to_path_buf()),
-            Db::Postgres(url) => Location::Postgres(PgConfig {
+            Db::Postgres(url) => Location::Postgres {
                 url: url.clone(),
                 password: None,
                 pool_max: 32,
-            }),
+            },
         }
     }
 
@@ -787,11 +787,11 @@ async fn several_instances_migrating_at_once_migrate_once() {
 async fn a_store_whose_server_is_gone_says_so() {
     // Its own cluster: this one is stopped.
     let cluster = Postgres::start();
-    let location = Location::Postgres(PgConfig {
+    let location = Location::Postgres {
         url: cluster.database("gone"),
         password: None,
         pool_max: 4,
-    });
+    };
     let s = store::open(&location, Leases::default(), Migrations::Apply)
         .await
         .unwrap();
