@@ -1,7 +1,7 @@
 //! Opening the configured store: SQLite in the data directory, or PostgreSQL at a URL; and
 //! migrating it alone (`interlingua migrate`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::migrations::{Migrated, Migrations};
@@ -27,22 +27,33 @@ pub enum Location {
 
 impl std::fmt::Debug for Location {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Location::Sqlite(dir) => f.debug_tuple("Sqlite").field(dir).finish(),
-            Location::Postgres {
-                url,
-                password,
-                pool_max,
-            } => pg(url, password, *pool_max).fmt(f),
+        match self.resolve() {
+            Resolved::Sqlite(dir) => f.debug_tuple("Sqlite").field(&dir).finish(),
+            Resolved::Postgres(config) => config.fmt(f),
         }
     }
 }
 
-fn pg(url: &str, password: &Option<String>, pool_max: usize) -> PgConfig {
-    PgConfig {
-        url: url.to_string(),
-        password: password.clone(),
-        pool_max,
+/// A location as each backend takes it.
+enum Resolved<'a> {
+    Sqlite(&'a Path),
+    Postgres(PgConfig),
+}
+
+impl Location {
+    fn resolve(&self) -> Resolved<'_> {
+        match self {
+            Location::Sqlite(dir) => Resolved::Sqlite(dir),
+            Location::Postgres {
+                url,
+                password,
+                pool_max,
+            } => Resolved::Postgres(PgConfig {
+                url: url.clone(),
+                password: password.clone(),
+                pool_max: *pool_max,
+            }),
+        }
     }
 }
 
@@ -53,14 +64,9 @@ pub async fn open(
     leases: Leases,
     migrations: Migrations,
 ) -> Result<Arc<dyn TaskStore>, StoreError> {
-    Ok(match location {
-        Location::Sqlite(dir) => Arc::new(SqliteStore::open_in(dir, leases, migrations)?),
-        Location::Postgres {
-            url,
-            password,
-            pool_max,
-        } => {
-            let config = pg(url, password, *pool_max);
+    Ok(match location.resolve() {
+        Resolved::Sqlite(dir) => Arc::new(SqliteStore::open_in(dir, leases, migrations)?),
+        Resolved::Postgres(config) => {
             Arc::new(PgStore::connect(&config, leases, migrations).await?.0)
         }
     })
@@ -68,23 +74,37 @@ pub async fn open(
 
 /// Applies the migrations the store lacks, and says from which version to which.
 pub async fn migrate(location: &Location) -> Result<Migrated, StoreError> {
-    match location {
-        Location::Sqlite(dir) => {
+    match location.resolve() {
+        Resolved::Sqlite(dir) => {
             let conn = rusqlite::Connection::open(SqliteStore::file(dir))
                 .map_err(crate::store::backend)?;
             conn.busy_timeout(std::time::Duration::from_secs(5))
                 .map_err(crate::store::backend)?;
             crate::migrations::sqlite(&conn, Migrations::Apply)
         }
-        Location::Postgres {
-            url,
-            password,
-            pool_max,
-        } => {
-            let config = pg(url, password, *pool_max);
+        Resolved::Postgres(config) => {
             let (_, migrated) =
                 PgStore::connect(&config, Leases::default(), Migrations::Apply).await?;
             Ok(migrated)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Location;
+
+    #[test]
+    fn a_location_is_logged_without_its_passwords() {
+        let location = Location::Postgres {
+            url: "postgres://ann:in-url@db:5432/tasks".into(),
+            password: Some("from-env".into()),
+            pool_max: 8,
+        };
+        let logged = format!("{location:?}");
+        assert_eq!(
+            logged,
+            r#"PgConfig { url: "postgres://ann:…@db:5432/tasks", password: Some("…"), pool_max: 8 }"#
+        );
     }
 }
