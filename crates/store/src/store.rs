@@ -1,6 +1,7 @@
 //! The task store and credit ledger: one interface ([`TaskStore`]) and its embedded implementation
-//! on SQLite (WAL), in the data directory. A PostgreSQL implementation for several proxies sharing
-//! state will implement the same interface; nothing here relies on being the only process: task
+//! on SQLite (WAL), in the data directory. The PostgreSQL implementation for several proxies
+//! sharing state ([`crate::postgres`]) implements the same interface; nothing here relies on being
+//! the only process but the leases' first claim (see [`SqliteStore`]): task
 //! updates are conditional on the version read, and every credit movement happens in the same
 //! transaction as the task change that causes it, guarded by unique keys (one hold and one release
 //! per task, one capture per task and step), so nothing is charged twice and nothing is lost.

@@ -147,9 +147,12 @@ pub(super) async fn hold(
              VALUES ($1, $2, $3, $4, $4, true)",
         )
         .await?;
-    c.execute(&stmt, &[&task, &a.plan, &a.subject, &amount])
-        .await?;
-    adjust(c, a, 0, 0, amount).await
+    // Both pipelined: neither needs the other's answer.
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+        [&task, &a.plan, &a.subject, &amount];
+    let (held, adjusted) = tokio::join!(c.execute(&stmt, &params), adjust(c, a, 0, 0, amount));
+    held?;
+    adjusted
 }
 
 /// The plan of the account a task's hold was taken from, if it holds credits.

@@ -247,9 +247,19 @@ impl PgStore {
     async fn insert_once(&self, row: &Row, hold: Option<&Hold>) -> Result<(), Fail> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        rows::insert(&tx, row, &self.leases.holder, self.ttl()).await?;
-        if let Some(h) = hold {
-            ledger::hold(&tx, &row.id, &Account::new(&h.plan, &h.subject), h.amount).await?;
+        let insert = rows::insert(&tx, row, &self.leases.holder, self.ttl());
+        match hold {
+            None => insert.await?,
+            Some(h) => {
+                // Pipelined on the connection: the hold's statements go out behind the insert
+                // without waiting for its answer. A taken id fails the insert (and so the
+                // transaction): that is the error to report.
+                let account = Account::new(&h.plan, &h.subject);
+                let (inserted, held) =
+                    tokio::join!(insert, ledger::hold(&tx, &row.id, &account, h.amount));
+                inserted?;
+                held?;
+            }
         }
         tx.commit().await?;
         Ok(())
