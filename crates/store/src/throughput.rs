@@ -70,7 +70,11 @@ fn durable_creates_per_second() {
     let mut cluster = None;
     let location = match std::env::var("STORE_BACKEND").as_deref() {
         Ok("postgres") => {
-            let pg = cluster.insert(testkit::postgres::Postgres::durable());
+            // STORE_PG_FSYNC=off: the tests' cluster, to tell the disk's share from the rest.
+            let pg = cluster.insert(match std::env::var("STORE_PG_FSYNC").as_deref() {
+                Ok("off") => testkit::postgres::Postgres::start(),
+                _ => testkit::postgres::Postgres::durable(),
+            });
             Location::Postgres {
                 url: pg.database("throughput"),
                 password: None,

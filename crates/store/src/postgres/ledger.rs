@@ -210,18 +210,32 @@ pub(super) async fn settle(
         }
         Ok(new)
     })?;
-    for p in &rows {
-        row(c, &account, Some(task), p).await?;
-    }
-    if let Some((captured, held)) = plan.account() {
-        adjust(c, &account, 0, captured, held).await?;
-    }
-    if let Some((remaining, open)) = plan.hold(s) {
-        let stmt = c
-            .prepare_cached("UPDATE holds SET remaining = $1, open = $2 WHERE task_id = $3")
-            .await?;
-        c.execute(&stmt, &[&remaining, &open, &task]).await?;
-    }
+    // The rows, the account and the hold: pipelined, none needs another's answer.
+    let written = async {
+        for p in &rows {
+            row(c, &account, Some(task), p).await?;
+        }
+        Ok::<_, Fail>(())
+    };
+    let account_moved = async {
+        match plan.account() {
+            Some((captured, held)) => adjust(c, &account, 0, captured, held).await,
+            None => Ok(()),
+        }
+    };
+    let hold_moved = async {
+        if let Some((remaining, open)) = plan.hold(s) {
+            let stmt = c
+                .prepare_cached("UPDATE holds SET remaining = $1, open = $2 WHERE task_id = $3")
+                .await?;
+            c.execute(&stmt, &[&remaining, &open, &task]).await?;
+        }
+        Ok::<_, Fail>(())
+    };
+    let (written, account_moved, hold_moved) = tokio::join!(written, account_moved, hold_moved);
+    written?;
+    account_moved?;
+    hold_moved?;
     Ok(plan.settled())
 }
 

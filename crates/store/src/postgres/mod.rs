@@ -246,21 +246,21 @@ impl PgStore {
 
     async fn insert_once(&self, row: &Row, hold: Option<&Hold>) -> Result<(), Fail> {
         let mut client = self.client().await?;
+        let Some(h) = hold else {
+            // One statement is its own transaction.
+            return rows::insert(&client, row, &self.leases.holder, self.ttl()).await;
+        };
         let tx = client.transaction().await?;
-        let insert = rows::insert(&tx, row, &self.leases.holder, self.ttl());
-        match hold {
-            None => insert.await?,
-            Some(h) => {
-                // Pipelined on the connection: the hold's statements go out behind the insert
-                // without waiting for its answer. A taken id fails the insert (and so the
-                // transaction): that is the error to report.
-                let account = Account::new(&h.plan, &h.subject);
-                let (inserted, held) =
-                    tokio::join!(insert, ledger::hold(&tx, &row.id, &account, h.amount));
-                inserted?;
-                held?;
-            }
-        }
+        // Pipelined on the connection: the hold's statements go out behind the insert without
+        // waiting for its answer. A taken id fails the insert (and so the transaction): that is
+        // the error to report.
+        let account = Account::new(&h.plan, &h.subject);
+        let (inserted, held) = tokio::join!(
+            rows::insert(&tx, row, &self.leases.holder, self.ttl()),
+            ledger::hold(&tx, &row.id, &account, h.amount)
+        );
+        inserted?;
+        held?;
         tx.commit().await?;
         Ok(())
     }
@@ -282,11 +282,25 @@ impl PgStore {
         settlement: &Settlement,
     ) -> Result<Settled, Fail> {
         let mut client = self.client().await?;
-        let tx = client.transaction().await?;
-        if let Some((row, version)) = row {
-            rows::update(&tx, row, version).await?;
+        if settlement.is_empty() {
+            // One statement is its own transaction: no BEGIN and COMMIT to wait for.
+            if let Some((row, version)) = row {
+                rows::update(&client, row, version).await?;
+            }
+            return Ok(Settled::default());
         }
-        let settled = ledger::settle(&tx, task_id, settlement).await?;
+        let tx = client.transaction().await?;
+        // Pipelined: the settlement's reads go out behind the update. A stale version fails
+        // the update (and so the transaction): that is the error to report.
+        let update = async {
+            match row {
+                Some((row, version)) => rows::update(&tx, row, version).await,
+                None => Ok(()),
+            }
+        };
+        let (updated, settled) = tokio::join!(update, ledger::settle(&tx, task_id, settlement));
+        updated?;
+        let settled = settled?;
         tx.commit().await?;
         Ok(settled)
     }
