@@ -1,5 +1,6 @@
-//! The credit ledger's SQL on PostgreSQL. What SQLite gets from its one writer, this gets from
-//! row locks: a hold locks its account's row before reading the balance, a settlement locks the
+//! The credit ledger's SQL on PostgreSQL (a create's hold is written with its task: see
+//! `rows::insert`). What SQLite gets from its one writer, this gets from row locks: a hold locks
+//! its account's row before checking the balance, a settlement locks the
 //! hold's row and then the account's, a revoke the account's; the unique keys make a repeated
 //! hold, capture or release a no-op, as on SQLite.
 
@@ -111,48 +112,6 @@ pub(super) async fn grant(
     row(c, a, None, &entry).await?;
     adjust(c, a, amount, 0, 0).await?;
     balance(c, a, false).await
-}
-
-/// Holds credits for a new task: the account's row locked, its balance checked, the hold
-/// written, all in the caller's transaction; [`StoreError::Insufficient`] when it cannot cover
-/// the amount.
-pub(super) async fn hold(
-    c: &impl GenericClient,
-    task: &str,
-    a: &Account,
-    amount: u64,
-) -> Result<(), Fail> {
-    let available = balance(c, a, true).await?.available();
-    let amount = amount as i64;
-    if available < amount {
-        return Err(StoreError::Insufficient {
-            available,
-            needed: amount as u64,
-        }
-        .into());
-    }
-    let entry = Planned {
-        kind: "hold",
-        amount,
-        from_hold: 0,
-        step: None,
-        note: None,
-    };
-    if !row(c, a, Some(task), &entry).await? {
-        return Ok(());
-    }
-    let stmt = c
-        .prepare_cached(
-            "INSERT INTO holds (task_id, plan, subject, amount, remaining, open)
-             VALUES ($1, $2, $3, $4, $4, true)",
-        )
-        .await?;
-    // Both pipelined: neither needs the other's answer.
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
-        [&task, &a.plan, &a.subject, &amount];
-    let (held, adjusted) = tokio::join!(c.execute(&stmt, &params), adjust(c, a, 0, 0, amount));
-    held?;
-    adjusted
 }
 
 /// The plan of the account a task's hold was taken from, if it holds credits.

@@ -245,31 +245,30 @@ impl PgStore {
     }
 
     async fn insert_once(&self, row: &Row, hold: Option<&Hold>) -> Result<(), Fail> {
-        let mut client = self.client().await?;
+        let client = self.client().await?;
+        let (holder, ttl) = (&self.leases.holder, self.ttl());
         let Some(h) = hold else {
-            // One statement is its own transaction.
-            return rows::insert(&client, row, &self.leases.holder, self.ttl()).await;
+            rows::insert(&client, row, holder, ttl, None).await?;
+            return Ok(());
         };
-        let tx = client.transaction().await?;
-        // Pipelined on the connection: the hold's statements go out behind the insert without
-        // waiting for its answer. A taken id fails the insert (and so the transaction): that is
-        // the error to report.
         let account = Account::new(&h.plan, &h.subject);
-        let (inserted, held) = tokio::join!(
-            rows::insert(&tx, row, &self.leases.holder, self.ttl()),
-            ledger::hold(&tx, &row.id, &account, h.amount)
-        );
-        inserted?;
-        held?;
-        tx.commit().await?;
-        Ok(())
+        let amount = h.amount as i64;
+        if rows::insert(&client, row, holder, ttl, Some((&account, amount))).await? {
+            return Ok(());
+        }
+        let available = ledger::balance(&client, &account, false).await?.available();
+        Err(StoreError::Insufficient {
+            available,
+            needed: h.amount,
+        }
+        .into())
     }
 
     async fn insert_many_once(&self, rows: &[Row]) -> Result<(), Fail> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         for row in rows {
-            rows::insert(&tx, row, &self.leases.holder, self.ttl()).await?;
+            rows::insert(&tx, row, &self.leases.holder, self.ttl(), None).await?;
         }
         tx.commit().await?;
         Ok(())

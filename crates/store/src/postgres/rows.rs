@@ -6,6 +6,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use super::Fail;
+use crate::credits::Account;
 use crate::rows::{self as shared, Columns, Dialect, Read, Row, UnfinishedColumns};
 use crate::store::{StoreError, Stored, TaskQuery, Unfinished};
 use mapping::task::Task;
@@ -18,44 +19,89 @@ const POSTGRES: Dialect = Dialect {
     contains: "strpos(doc, ?) > 0",
 };
 
-/// Inserts the row at version 1, leased to `holder` for `ttl` seconds from the database's now;
-/// [`StoreError::Duplicate`] when its id is taken.
+/// The task's columns, leased to `$12` for `$13` seconds from the database's now.
+const TASK: &str =
+    "INSERT INTO tasks (id, route, subject, status, name, conversation, upstream_id, terminal,
+                       created_at, updated_at, version, doc, lease_holder, lease_until)";
+const VALUES: &str =
+    "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 1, $11, $12, now() + make_interval(secs => $13)";
+
+/// A create with its hold, as one statement (so one round trip, and its own transaction): the
+/// account's row locked if it covers the amount (`FOR UPDATE` waits for another hold on it, then
+/// checks the balance again as that one left it), the task inserted only then, and the hold's
+/// ledger row, hold and balance with it. No task row: the account could not cover the hold.
+fn with_hold() -> String {
+    format!(
+        "WITH account AS (
+             SELECT 1 FROM accounts
+             WHERE plan = $14 AND subject = $15 AND granted - captured - held >= $16
+             FOR UPDATE
+         ), task AS (
+             {TASK} SELECT {VALUES} FROM account RETURNING id
+         ), entry AS (
+             INSERT INTO ledger (at, plan, subject, kind, amount, from_hold, task_id)
+             SELECT $17, $14, $15, 'hold', $16, 0, id FROM task
+             ON CONFLICT DO NOTHING RETURNING task_id
+         ), held AS (
+             INSERT INTO holds (task_id, plan, subject, amount, remaining, open)
+             SELECT task_id, $14, $15, $16, $16, true FROM entry
+         ), moved AS (
+             UPDATE accounts SET held = held + $16
+             WHERE plan = $14 AND subject = $15 AND EXISTS (SELECT 1 FROM entry)
+         )
+         SELECT EXISTS (SELECT 1 FROM task)"
+    )
+}
+
+/// Inserts the row at version 1, leased to `holder` for `ttl` seconds from the database's now,
+/// holding `hold`'s credits (the account and the amount) if any, in one statement; `false` when
+/// the account cannot cover the hold (and nothing was written), [`StoreError::Duplicate`] when
+/// the id is taken.
 pub(super) async fn insert(
     c: &impl GenericClient,
     r: &Row,
     holder: &str,
     ttl: f64,
-) -> Result<(), Fail> {
-    let stmt = c
-        .prepare_cached(
-            "INSERT INTO tasks (id, route, subject, status, name, conversation, upstream_id, terminal,
-                                created_at, updated_at, version, doc, lease_holder, lease_until)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 1, $11, $12,
-                     now() + make_interval(secs => $13))",
-        )
-        .await?;
-    let inserted = c
-        .execute(
-            &stmt,
-            &[
-                &r.id,
-                &r.route,
-                &r.subject,
-                &r.status,
-                &r.name,
-                &r.conversation,
-                &r.upstream_id,
-                &r.terminal,
-                &r.created_at,
-                &r.updated_at,
-                &r.doc,
-                &holder,
-                &ttl,
-            ],
-        )
-        .await;
+    hold: Option<(&Account, i64)>,
+) -> Result<bool, Fail> {
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+        &r.id,
+        &r.route,
+        &r.subject,
+        &r.status,
+        &r.name,
+        &r.conversation,
+        &r.upstream_id,
+        &r.terminal,
+        &r.created_at,
+        &r.updated_at,
+        &r.doc,
+        &holder,
+        &ttl,
+    ];
+    let at = mapping::task::time::format_iso_ms(chrono::Utc::now());
+    let inserted = match hold {
+        None => {
+            let stmt = c
+                .prepare_cached(&format!("{TASK} VALUES ({VALUES})"))
+                .await?;
+            c.execute(&stmt, &params).await.map(|_| true)
+        }
+        Some((account, amount)) => {
+            let stmt = c.prepare_cached(&with_hold()).await?;
+            params.extend([
+                &account.plan as &(dyn ToSql + Sync),
+                &account.subject,
+                &amount,
+                &at,
+            ]);
+            c.query_one(&stmt, &params)
+                .await
+                .map(|r| r.get::<_, bool>(0))
+        }
+    };
     match inserted {
-        Ok(_) => Ok(()),
+        Ok(done) => Ok(done),
         Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
             Err(StoreError::Duplicate(r.id.clone()).into())
         }
