@@ -137,25 +137,26 @@ pub(super) async fn settle(
     if s.is_empty() {
         return Ok(Settled::default());
     }
+    // The hold, its account's balance and the steps already charged, in one statement; the
+    // hold's and the account's rows locked.
     let stmt = c
         .prepare_cached(
-            "SELECT plan, subject, remaining, open FROM holds WHERE task_id = $1 FOR UPDATE",
+            "SELECT h.plan, h.subject, h.remaining, h.open, a.granted - a.captured - a.held,
+                    ARRAY(SELECT step_id FROM ledger
+                          WHERE task_id = $1 AND kind = 'capture' AND step_id IS NOT NULL)
+             FROM holds h JOIN accounts a ON a.plan = h.plan AND a.subject = h.subject
+             WHERE h.task_id = $1
+             FOR UPDATE OF h, a",
         )
         .await?;
+    // A hold's account exists: holding credits wrote it.
     let Some(h) = c.query_opt(&stmt, &[&task]).await? else {
         return Ok(Settled::default());
     };
     let account = Account::new(h.get(0), h.get(1));
-    let available = balance(c, &account, true).await?.available();
-    let stmt = c
-        .prepare_cached("SELECT step_id FROM ledger WHERE task_id = $1 AND kind = 'capture'")
-        .await?;
-    let mut charged: std::collections::HashSet<String> = c
-        .query(&stmt, &[&task])
-        .await?
-        .iter()
-        .filter_map(|r| r.get::<_, Option<String>>(0))
-        .collect();
+    let available: i64 = h.get(4);
+    let mut charged: std::collections::HashSet<String> =
+        h.get::<_, Vec<String>>(5).into_iter().collect();
     let mut plan = Plan::new(h.get(2), h.get(3));
     let mut rows = Vec::new();
     plan.run(s, &mut || Ok(available), &mut |p| {
