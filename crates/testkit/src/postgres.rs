@@ -148,6 +148,11 @@ impl Postgres {
         }
     }
 
+    /// One of PostgreSQL's programs (`psql`, `pg_dump`, …), from where the server's was found.
+    pub fn program(&self, name: &str) -> PathBuf {
+        self.bin.join(name)
+    }
+
     /// The cluster's directory (its log is `postgres.log` there).
     pub fn dir(&self) -> &Path {
         self.dir.path()
