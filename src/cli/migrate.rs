@@ -39,30 +39,41 @@ pub fn run(args: &MigrateArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let result = if args.check {
-        runtime.block_on(store::schema_version(&location))
-    } else {
-        runtime.block_on(store::migrate(&location))
-    };
-    match result {
-        Ok(m) if args.check && m.from < m.to => {
-            println!(
-                "{}: the schema is at version {}; this build needs {}: run `interlingua migrate`",
-                location, m.from, m.to
-            );
-            ExitCode::FAILURE
-        }
+    if args.check {
+        let opened = runtime.block_on(store::open(
+            &location,
+            store::Leases::default(),
+            store::Migrations::Require,
+        ));
+        return match opened {
+            Ok(_) => {
+                println!(
+                    "{location}: the schema is at version {} (up to date)",
+                    store::migrations::SUPPORTED
+                );
+                ExitCode::SUCCESS
+            }
+            Err(store::StoreError::Outdated { found, supported }) => {
+                println!(
+                    "{location}: the schema is at version {found}; this build needs {supported}: run `interlingua migrate`"
+                );
+                ExitCode::FAILURE
+            }
+            Err(e) => {
+                eprintln!("interlingua migrate: {location}: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    match runtime.block_on(store::migrate(&location)) {
         Ok(m) if m.from == m.to => {
-            println!(
-                "{}: the schema is at version {} (up to date)",
-                location, m.to
-            );
+            println!("{location}: the schema is at version {} (up to date)", m.to);
             ExitCode::SUCCESS
         }
         Ok(m) => {
             println!(
-                "{}: migrated the schema from version {} to {}",
-                location, m.from, m.to
+                "{location}: migrated the schema from version {} to {}",
+                m.from, m.to
             );
             ExitCode::SUCCESS
         }

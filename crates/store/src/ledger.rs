@@ -61,14 +61,18 @@ pub fn balance(c: &Connection, a: &Account) -> Result<Balance, StoreError> {
             .optional()
         })
         .map_err(backend)?;
-    let (granted, captured, held) = found.unwrap_or((0, 0, 0));
-    Ok(Balance {
+    Ok(balance_of(a, found.unwrap_or((0, 0, 0))))
+}
+
+/// An account's balance from its totals: granted, captured, held.
+pub(crate) fn balance_of(a: &Account, (granted, captured, held): (i64, i64, i64)) -> Balance {
+    Balance {
         plan: a.plan.clone(),
         subject: a.subject.clone(),
         granted,
         captured,
         held,
-    })
+    }
 }
 
 fn adjust(
@@ -144,13 +148,124 @@ pub fn plan_of_hold(c: &Connection, task: &str) -> Result<Option<String>, StoreE
         .map_err(backend)
 }
 
+/// What a settlement writes: the ledger rows (each written only if new), then the account's and
+/// the hold's changes, from the rows actually written. Both backends run it: SQLite in the
+/// writer's transaction, PostgreSQL with the hold and the account locked.
+pub(crate) struct Plan {
+    /// The hold's remaining credits at the start, and whether it is open.
+    pub(crate) held_at_start: i64,
+    pub(crate) open: bool,
+    remaining: i64,
+    captured: i64,
+    from_holds: i64,
+    released: i64,
+    /// What this settlement has charged beyond the hold: it counts against the balance.
+    beyond_hold: i64,
+}
+
+/// A ledger row the plan asks for: written, or found there already (`false`).
+pub(crate) struct Planned {
+    pub(crate) kind: &'static str,
+    pub(crate) amount: i64,
+    pub(crate) from_hold: i64,
+    pub(crate) step: Option<String>,
+    pub(crate) note: Option<String>,
+}
+
+impl Plan {
+    pub(crate) fn new(held_at_start: i64, open: bool) -> Plan {
+        Plan {
+            held_at_start,
+            open,
+            remaining: held_at_start,
+            captured: 0,
+            from_holds: 0,
+            released: 0,
+            beyond_hold: 0,
+        }
+    }
+
+    /// Settles `s`: `available` reads the account's balance (only when a capture costs more
+    /// than the hold has left), `write` writes a row and says whether it was new.
+    pub(crate) fn run(
+        &mut self,
+        s: &Settlement,
+        available: &mut dyn FnMut() -> Result<i64, StoreError>,
+        write: &mut dyn FnMut(Planned) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        for cap in &s.captures {
+            let amount = cap.amount as i64;
+            let from_hold = amount.min(if self.open { self.remaining } else { 0 });
+            let charged = if amount > from_hold {
+                let available = (available()? - self.beyond_hold).max(0);
+                from_hold + (amount - from_hold).min(available)
+            } else {
+                amount
+            };
+            let note = (charged < amount)
+                .then(|| format!("{} credits not covered by the balance", amount - charged));
+            let entry = Planned {
+                kind: "capture",
+                amount: charged,
+                from_hold,
+                step: Some(cap.step_id.clone()),
+                note,
+            };
+            if !write(entry)? {
+                continue;
+            }
+            self.remaining -= from_hold;
+            self.from_holds += from_hold;
+            self.captured += charged;
+            self.beyond_hold += charged - from_hold;
+        }
+        if self.releases(s) {
+            let entry = Planned {
+                kind: "release",
+                amount: self.remaining,
+                from_hold: 0,
+                step: None,
+                note: None,
+            };
+            if write(entry)? {
+                self.released = self.remaining;
+            }
+            self.remaining = 0;
+        }
+        Ok(())
+    }
+
+    fn releases(&self, s: &Settlement) -> bool {
+        s.release && self.open
+    }
+
+    /// The account's change (granted, captured, held), if any.
+    pub(crate) fn account(&self) -> Option<(i64, i64)> {
+        (self.captured != 0 || self.from_holds != 0 || self.released != 0)
+            .then_some((self.captured, -(self.from_holds + self.released)))
+    }
+
+    /// The hold's new remaining and open, if it changed.
+    pub(crate) fn hold(&self, s: &Settlement) -> Option<(i64, bool)> {
+        let release = self.releases(s);
+        (self.remaining != self.held_at_start || release)
+            .then_some((self.remaining, self.open && !release))
+    }
+
+    pub(crate) fn settled(&self) -> Settled {
+        Settled {
+            captured: self.captured as u64,
+            released: self.released as u64,
+        }
+    }
+}
+
 /// Captures and releases for one task. The account and the hold are written once, with the
 /// settlement's totals: a settlement is one job of the writer, and its statements are the
 /// writer's hottest.
 pub fn settle(c: &Connection, task: &str, s: &Settlement) -> Result<Settled, StoreError> {
-    let mut settled = Settled::default();
     if s.is_empty() {
-        return Ok(settled);
+        return Ok(Settled::default());
     }
     let hold: Option<(String, String, i64, bool)> = c
         .prepare_cached("SELECT plan, subject, remaining, open FROM holds WHERE task_id = ?1")
@@ -161,63 +276,29 @@ pub fn settle(c: &Connection, task: &str, s: &Settlement) -> Result<Settled, Sto
         .map_err(backend)?;
     // Credits belong to the account that held them; a task without a hold is free.
     let Some((plan, subject, held_at_start, open)) = hold else {
-        return Ok(settled);
+        return Ok(Settled::default());
     };
     let account = Account::new(&plan, &subject);
-    let mut remaining = held_at_start;
-    let (mut captured, mut from_holds) = (0, 0);
-    // The balance is read only when a capture costs more than the hold has left, and what this
-    // settlement has already charged beyond the hold counts against it.
-    let mut beyond_hold = 0;
-    for cap in &s.captures {
-        let amount = cap.amount as i64;
-        let from_hold = amount.min(if open { remaining } else { 0 });
-        let charged = if amount > from_hold {
-            let available = (balance(c, &account)?.available() - beyond_hold).max(0);
-            from_hold + (amount - from_hold).min(available)
-        } else {
-            amount
-        };
-        let note = (charged < amount)
-            .then(|| format!("{} credits not covered by the balance", amount - charged));
+    let mut plan = Plan::new(held_at_start, open);
+    plan.run(s, &mut || Ok(balance(c, &account)?.available()), &mut |p| {
         let entry = Entry {
-            from_hold,
+            from_hold: p.from_hold,
             task: Some(task),
-            step: Some(&cap.step_id),
-            note: note.as_deref(),
-            ..Entry::new("capture", charged)
+            step: p.step.as_deref(),
+            note: p.note.as_deref(),
+            ..Entry::new(p.kind, p.amount)
         };
-        if !row(c, &account, entry)? {
-            continue;
-        }
-        remaining -= from_hold;
-        from_holds += from_hold;
-        captured += charged;
-        beyond_hold += charged - from_hold;
+        row(c, &account, entry)
+    })?;
+    if let Some((captured, held)) = plan.account() {
+        adjust(c, &account, 0, captured, held)?;
     }
-    let mut released = 0;
-    let release = s.release && open;
-    if release {
-        let entry = Entry {
-            task: Some(task),
-            ..Entry::new("release", remaining)
-        };
-        if row(c, &account, entry)? {
-            released = remaining;
-        }
-        remaining = 0;
-    }
-    if captured != 0 || from_holds != 0 || released != 0 {
-        adjust(c, &account, 0, captured, -(from_holds + released))?;
-    }
-    if remaining != held_at_start || release {
+    if let Some((remaining, open)) = plan.hold(s) {
         c.prepare_cached("UPDATE holds SET remaining = ?1, open = ?2 WHERE task_id = ?3")
-            .and_then(|mut s| s.execute(params![remaining, open && !release, task]))
+            .and_then(|mut s| s.execute(params![remaining, open, task]))
             .map_err(backend)?;
     }
-    settled.captured = captured as u64;
-    settled.released = released as u64;
-    Ok(settled)
+    Ok(plan.settled())
 }
 
 /// An account's rows, newest first.
@@ -251,7 +332,7 @@ pub fn history(c: &Connection, a: &Account, limit: u32) -> Result<Vec<LedgerRow>
 
 /// An account's totals added up from its rows alone: granted, captured, held (what holds
 /// took, less what captures took from them and releases gave back). Followed by a `WHERE`.
-const FROM_ROWS: &str = "
+pub(crate) const FROM_ROWS: &str = "
     COALESCE(SUM(CASE kind WHEN 'grant' THEN amount WHEN 'revoke' THEN -amount ELSE 0 END), 0),
     COALESCE(SUM(CASE kind WHEN 'capture' THEN amount ELSE 0 END), 0),
     COALESCE(SUM(CASE kind WHEN 'hold' THEN amount WHEN 'capture' THEN -from_hold
@@ -260,20 +341,14 @@ const FROM_ROWS: &str = "
 
 /// The balance from the rows alone.
 pub fn recompute(c: &Connection, a: &Account) -> Result<Balance, StoreError> {
-    let (granted, captured, held) = c
+    let totals = c
         .query_row(
             &format!("SELECT {FROM_ROWS} WHERE plan = ?1 AND subject = ?2"),
             params![a.plan, a.subject],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .map_err(backend)?;
-    Ok(Balance {
-        plan: a.plan.clone(),
-        subject: a.subject.clone(),
-        granted,
-        captured,
-        held,
-    })
+    Ok(balance_of(a, totals))
 }
 
 /// Every account whose balance differs from its rows (an account with rows and no balance, or
@@ -300,6 +375,11 @@ pub fn drifts(c: &Connection) -> Result<Vec<(Balance, Balance)>, StoreError> {
     let added = totals(&format!(
         "SELECT plan, subject, {FROM_ROWS} GROUP BY plan, subject"
     ))?;
+    Ok(compare(kept, added))
+}
+
+/// The accounts whose kept balance (`kept`) differs from what their rows add up to (`added`).
+pub(crate) fn compare(kept: Vec<Balance>, added: Vec<Balance>) -> Vec<(Balance, Balance)> {
     let zero = |b: &Balance| Balance {
         granted: 0,
         captured: 0,
@@ -316,15 +396,14 @@ pub fn drifts(c: &Connection) -> Result<Vec<(Balance, Balance)>, StoreError> {
         let key = (b.plan.clone(), b.subject.clone());
         both.entry(key).or_default().1 = Some(b);
     }
-    Ok(both
-        .into_values()
+    both.into_values()
         .filter_map(|pair| match pair {
             (Some(k), Some(a)) => (k != a).then_some((k, a)),
             (Some(k), None) => (k != zero(&k)).then(|| (k.clone(), zero(&k))),
             (None, Some(a)) => (a != zero(&a)).then(|| (zero(&a), a)),
             (None, None) => None,
         })
-        .collect())
+        .collect()
 }
 
 /// Every hold not yet released: its task id, account, what it still holds, and its task's
@@ -348,124 +427,4 @@ pub fn open_holds(
         .collect::<Result<Vec<_>, _>>()
         .map_err(backend);
     rows
-}
-
-#[cfg(test)]
-mod tests {
-    use chrono::Utc;
-
-    use crate::credits::{Account, Capture, Hold, LedgerRow, Settlement};
-    use crate::{SqliteStore, TaskStore};
-    use mapping::task::Task;
-
-    fn capture(step: &str, amount: u64) -> Capture {
-        Capture {
-            step_id: step.to_string(),
-            amount,
-        }
-    }
-
-    /// A store with `granted` credits for ann, and a task holding `held` of them.
-    async fn held(granted: i64, held: u64) -> (SqliteStore, Account, Task) {
-        let store = SqliteStore::in_memory().unwrap();
-        let ann = Account::new("gold", "ann");
-        store.grant(&ann, granted, None).await.unwrap();
-        let task = Task::new("r", Utc::now());
-        let hold = Hold {
-            plan: "gold".to_string(),
-            subject: "ann".to_string(),
-            amount: held,
-        };
-        store.insert_with_hold(&task, Some(&hold)).await.unwrap();
-        (store, ann, task)
-    }
-
-    /// Checks ann's ledger, oldest row first (kind, amount, from_hold, note), and her balance
-    /// (captured, held, available), which the rows must add up to.
-    async fn assert_ledger(
-        store: &SqliteStore,
-        ann: &Account,
-        rows: &[(&str, i64, i64, Option<&str>)],
-        balance: (i64, i64, i64),
-    ) {
-        let history: Vec<LedgerRow> = store.history(ann, 100).await.unwrap();
-        let found: Vec<_> = history
-            .iter()
-            .rev()
-            .map(|r| (r.kind.as_str(), r.amount, r.from_hold, r.note.as_deref()))
-            .collect();
-        assert_eq!(found, rows);
-        let b = store.balance(ann).await.unwrap();
-        assert_eq!((b.captured, b.held, b.available()), balance);
-        assert_eq!(store.recompute(ann).await.unwrap(), b);
-    }
-
-    #[tokio::test]
-    async fn captures_beyond_the_hold_take_the_balance_and_note_what_it_did_not_cover() {
-        // 10 granted, 4 held; the steps cost 3, 5 and 4: the first from the hold, the second
-        // 1 from the hold and 4 from the balance, the third only the 2 the balance has left.
-        let (store, ann, task) = held(10, 4).await;
-        let settlement = Settlement {
-            captures: vec![capture("a", 3), capture("b", 5), capture("c", 4)],
-            release: true,
-        };
-        let v = store.update(&task, 1).await.unwrap();
-        let (_, settled) = store
-            .update_and_settle(&task, v, &settlement)
-            .await
-            .unwrap();
-        assert_eq!((settled.captured, settled.released), (10, 0));
-        assert_ledger(
-            &store,
-            &ann,
-            &[
-                ("grant", 10, 0, None),
-                ("hold", 4, 0, None),
-                ("capture", 3, 3, None),
-                ("capture", 5, 1, None),
-                (
-                    "capture",
-                    2,
-                    0,
-                    Some("2 credits not covered by the balance"),
-                ),
-                ("release", 0, 0, None),
-            ],
-            (10, 0, 0),
-        )
-        .await;
-    }
-
-    #[tokio::test]
-    async fn a_capture_is_charged_once_and_the_release_frees_the_rest_once() {
-        let (store, ann, task) = held(10, 4).await;
-        let first = Settlement {
-            captures: vec![capture("a", 1)],
-            release: false,
-        };
-        let end = Settlement {
-            captures: vec![capture("a", 1)],
-            release: true,
-        };
-        let a = store.charge(&task.id, &first.captures[0]).await.unwrap();
-        let b = store.charge(&task.id, &first.captures[0]).await.unwrap();
-        assert_eq!((a.captured, b.captured), (1, 0));
-        let v = store.update(&task, 1).await.unwrap();
-        let (v, ended) = store.update_and_settle(&task, v, &end).await.unwrap();
-        assert_eq!((ended.captured, ended.released), (0, 3));
-        let (_, again) = store.update_and_settle(&task, v, &end).await.unwrap();
-        assert_eq!((again.captured, again.released), (0, 0));
-        assert_ledger(
-            &store,
-            &ann,
-            &[
-                ("grant", 10, 0, None),
-                ("hold", 4, 0, None),
-                ("capture", 1, 1, None),
-                ("release", 3, 0, None),
-            ],
-            (1, 0, 9),
-        )
-        .await;
-    }
 }

@@ -3,6 +3,9 @@
 //! | module      | what it is |
 //! |-------------|------------|
 //! | [`store`]   | the interface ([`TaskStore`]) and its SQLite implementation ([`SqliteStore`]) |
+//! | [`postgres`] | the PostgreSQL implementation ([`PgStore`]), for several instances on one store |
+//! | [`migrations`] | the schema's numbered versions, per backend |
+//! | `open`      | [`open`] the configured store ([`Location`]), [`migrate`] it |
 //! | [`credits`] | the ledger's vocabulary: accounts, balances, rows, holds, captures, releases |
 //! | `rows`      | the tasks table's SQL; a row that cannot be read is ended, not retried |
 //! | `ledger`    | the ledger's SQL: a hold in the transaction that checks the balance, one capture per (task, step) |
@@ -11,14 +14,16 @@
 //! | `readers`   | the read connections beside it |
 //!
 //! Every document is measured before it is written ([`mapping::depth`]), so that what is stored
-//! can be read back. A PostgreSQL backend for several instances will be this crate's second
-//! implementation of [`TaskStore`].
+//! can be read back.
 
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod credits;
 mod ledger;
+pub mod migrations;
+mod open;
+pub mod postgres;
 pub mod purchases;
 mod readers;
 mod rows;
@@ -31,9 +36,10 @@ pub use credits::{
     Account, Audit, Balance, Capture, HeldTask, Hold, LedgerRow, OpenHold, Settled, Settlement,
     Unstarted,
 };
+pub use migrations::{Migrated, Migrations};
+pub use open::{migrate, open, Location};
+pub use postgres::{PgConfig, PgStore};
 pub use purchases::{Purchase, PurchaseState};
 pub use store::{
     Leases, PoolStatus, SqliteStore, StoreError, Stored, TaskQuery, TaskStore, Unfinished,
 };
-mod open;
-pub use open::{migrate, open, schema_version, Location, Migrated, Migrations};

@@ -9,20 +9,6 @@ use serde_json::Value;
 use super::store::{backend, StoreError};
 use mapping::task::time::format_rfc3339_offset;
 
-/// Created with the rest of the schema (`CREATE … IF NOT EXISTS`: stores made before purchases
-/// existed gain the table when opened).
-pub(super) const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS purchases (
-    task_id    TEXT PRIMARY KEY,
-    rail       TEXT NOT NULL,
-    reference  TEXT NOT NULL,
-    state      TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    doc        TEXT NOT NULL
-);
-";
-
 /// Where a purchase stands, as interlingua follows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -97,11 +83,36 @@ pub struct Purchase {
     pub updated_at: DateTime<Utc>,
 }
 
+/// A purchase as the `purchases` table holds it (beside the columns `Purchase` has itself).
+pub(crate) struct Record {
+    pub(crate) created_at: String,
+    pub(crate) updated_at: String,
+    pub(crate) doc: String,
+}
+
+impl Record {
+    /// The record of `p`; [`StoreError::TooDeep`] if it could not be read back.
+    pub(crate) fn new(p: &Purchase) -> Result<Record, StoreError> {
+        let doc = serde_json::to_string(p)
+            .map_err(|e| StoreError::Backend(format!("encoding purchase: {e}")))?;
+        mapping::depth::readable(&doc)?;
+        Ok(Record {
+            created_at: format_rfc3339_offset(p.created_at),
+            updated_at: format_rfc3339_offset(p.updated_at),
+            doc,
+        })
+    }
+}
+
+/// A stored purchase's document, decoded.
+pub(crate) fn decode(doc: &str) -> Result<Purchase, StoreError> {
+    serde_json::from_str(doc)
+        .map_err(|e| StoreError::Backend(format!("decoding stored purchase: {e}")))
+}
+
 /// Writes `p` (inserting it, or replacing the task's earlier record).
 pub(super) fn save(c: &Connection, p: &Purchase) -> Result<(), StoreError> {
-    let doc = serde_json::to_string(p)
-        .map_err(|e| StoreError::Backend(format!("encoding purchase: {e}")))?;
-    mapping::depth::readable(&doc)?;
+    let r = Record::new(p)?;
     c.prepare_cached(
         "INSERT INTO purchases (task_id, rail, reference, state, created_at, updated_at, doc)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
@@ -115,9 +126,9 @@ pub(super) fn save(c: &Connection, p: &Purchase) -> Result<(), StoreError> {
             p.rail,
             p.reference,
             p.state.name(),
-            format_rfc3339_offset(p.created_at),
-            format_rfc3339_offset(p.updated_at),
-            doc
+            r.created_at,
+            r.updated_at,
+            r.doc
         ])
     })
     .map_err(backend)?;
@@ -134,10 +145,5 @@ pub(super) fn of_task(c: &Connection, task_id: &str) -> Result<Vec<Purchase>, St
         .map_err(backend)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(backend)?;
-    docs.iter()
-        .map(|d| {
-            serde_json::from_str(d)
-                .map_err(|e| StoreError::Backend(format!("decoding stored purchase: {e}")))
-        })
-        .collect()
+    docs.iter().map(|d| decode(d)).collect()
 }

@@ -12,16 +12,17 @@ use mapping::task::time::format_rfc3339_offset;
 
 /// A task as the `tasks` table holds it.
 pub(super) struct Row {
-    id: String,
-    route: String,
-    subject: Option<String>,
-    status: &'static str,
-    name: Option<String>,
-    upstream_id: Option<String>,
-    terminal: bool,
-    created_at: String,
-    updated_at: String,
-    doc: String,
+    pub(super) id: String,
+    pub(super) route: String,
+    pub(super) subject: Option<String>,
+    pub(super) status: &'static str,
+    pub(super) name: Option<String>,
+    pub(super) conversation: Option<String>,
+    pub(super) upstream_id: Option<String>,
+    pub(super) terminal: bool,
+    pub(super) created_at: String,
+    pub(super) updated_at: String,
+    pub(super) doc: String,
 }
 
 impl Row {
@@ -38,6 +39,7 @@ impl Row {
             subject: task.subject.clone(),
             status: task.status.name(),
             name: task.name.clone(),
+            conversation: task.conversation.clone(),
             upstream_id: task.upstream_id.clone(),
             terminal: task.status.is_terminal(),
             created_at: format_rfc3339_offset(task.created_at),
@@ -69,12 +71,14 @@ pub(super) fn decode(id: &str, doc: &str) -> Read<Task> {
     })
 }
 
-/// Inserts the row at version 1; [`StoreError::Duplicate`] when its id is taken.
-pub(super) fn insert(c: &Connection, r: &Row) -> Result<(), StoreError> {
+/// Inserts the row at version 1, leased to `lease` (its holder, and until when: milliseconds
+/// since the epoch); [`StoreError::Duplicate`] when its id is taken.
+pub(super) fn insert(c: &Connection, r: &Row, lease: (&str, i64)) -> Result<(), StoreError> {
     let inserted = c
         .prepare_cached(
-            "INSERT INTO tasks (id, route, subject, status, name, upstream_id, terminal, created_at, updated_at, version, doc)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10)",
+            "INSERT INTO tasks (id, route, subject, status, name, conversation, upstream_id, terminal,
+                                created_at, updated_at, version, doc, lease_holder, lease_until)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 1, ?11, ?12, ?13)",
         )
         .and_then(|mut s| {
             s.execute(params![
@@ -83,11 +87,14 @@ pub(super) fn insert(c: &Connection, r: &Row) -> Result<(), StoreError> {
                 r.subject,
                 r.status,
                 r.name,
+                r.conversation,
                 r.upstream_id,
                 r.terminal,
                 r.created_at,
                 r.updated_at,
-                r.doc
+                r.doc,
+                lease.0,
+                lease.1
             ])
         });
     match inserted {
@@ -107,7 +114,7 @@ pub(super) fn update(c: &Connection, r: &Row, version: i64) -> Result<(), StoreE
     let n = c
         .prepare_cached(
             "UPDATE tasks SET status = ?1, name = ?2, upstream_id = ?3, terminal = ?4, updated_at = ?5,
-                    version = version + 1, doc = ?6
+                    version = version + 1, doc = ?6, conversation = ?9
              WHERE id = ?7 AND version = ?8",
         )
         .and_then(|mut s| {
@@ -119,7 +126,8 @@ pub(super) fn update(c: &Connection, r: &Row, version: i64) -> Result<(), StoreE
                 r.updated_at,
                 r.doc,
                 r.id,
-                version
+                version,
+                r.conversation
             ])
         })
         .map_err(backend)?;
@@ -139,6 +147,46 @@ pub(super) fn get(c: &Connection, id: &str) -> Result<Option<Read<Stored>>, Stor
     Ok(row.map(|(doc, version)| decode(id, &doc).map(|task| Stored { task, version })))
 }
 
+/// The columns an unreadable task is ended from.
+pub(super) struct Columns {
+    pub(super) route: String,
+    pub(super) subject: Option<String>,
+    pub(super) status: String,
+    pub(super) name: Option<String>,
+    pub(super) upstream_id: Option<String>,
+    pub(super) created_at: String,
+}
+
+/// The task written in place of an unreadable one (see [`end_unreadable`]).
+pub(super) fn ended(
+    id: &str,
+    c: Columns,
+    why: &str,
+    plan: Option<String>,
+    now: DateTime<Utc>,
+) -> Task {
+    let created_at = DateTime::parse_from_rfc3339(&c.created_at)
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or(now);
+    let mut task = Task::new(&c.route, created_at);
+    task.id = id.to_string();
+    task.subject = c.subject;
+    task.plan = plan;
+    task.name = c.name;
+    task.upstream_id = c.upstream_id;
+    // A task that had ended keeps its end; one that had not can no longer be followed.
+    task.status = Status::from_name(&c.status)
+        .filter(|s| s.is_terminal())
+        .unwrap_or(Status::Failed);
+    task.reason = Some("unreadable".to_string());
+    task.message = Some(format!(
+        "interlingua could not read this task as stored ({why}); it was ended and what it held released"
+    ));
+    task.updated_at = now;
+    task.status_since = Some(now);
+    task
+}
+
 /// Ends a task whose document cannot be decoded, from its columns alone: a readable document
 /// is written in its place (its status `failed`, unless the row says it had already ended;
 /// reason `unreadable`; `plan` the one its hold names), and the old one is kept in the
@@ -150,14 +198,6 @@ pub(super) fn end_unreadable(
     why: &str,
     plan: Option<String>,
 ) -> Result<Option<(Stored, bool)>, StoreError> {
-    type Columns = (
-        String,
-        Option<String>,
-        String,
-        Option<String>,
-        Option<String>,
-        String,
-    );
     let row: Option<(Columns, i64, String)> = c
         .prepare_cached(
             "SELECT route, subject, status, name, upstream_id, created_at, version, doc
@@ -165,45 +205,47 @@ pub(super) fn end_unreadable(
         )
         .and_then(|mut s| {
             s.query_row([id], |r| {
-                let columns = (
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                );
+                let columns = Columns {
+                    route: r.get(0)?,
+                    subject: r.get(1)?,
+                    status: r.get(2)?,
+                    name: r.get(3)?,
+                    upstream_id: r.get(4)?,
+                    created_at: r.get(5)?,
+                };
                 Ok((columns, r.get(6)?, r.get(7)?))
             })
             .optional()
         })
         .map_err(backend)?;
-    let Some(((route, subject, status, name, upstream_id, created_at), version, old)) = row else {
+    let Some((
+        Columns {
+            route,
+            subject,
+            status,
+            name,
+            upstream_id,
+            created_at,
+        },
+        version,
+        old,
+    )) = row
+    else {
         return Ok(None);
     };
     if let Ok(task) = decode(id, &old) {
         return Ok(Some((Stored { task, version }, false)));
     }
     let now = Utc::now();
-    let created_at = DateTime::parse_from_rfc3339(&created_at)
-        .map(|t| t.with_timezone(&Utc))
-        .unwrap_or(now);
-    let mut task = Task::new(&route, created_at);
-    task.id = id.to_string();
-    task.subject = subject;
-    task.plan = plan;
-    task.name = name;
-    task.upstream_id = upstream_id;
-    // A task that had ended keeps its end; one that had not can no longer be followed.
-    task.status = Status::from_name(&status)
-        .filter(|s| s.is_terminal())
-        .unwrap_or(Status::Failed);
-    task.reason = Some("unreadable".to_string());
-    task.message = Some(format!(
-        "interlingua could not read this task as stored ({why}); it was ended and what it held released"
-    ));
-    task.updated_at = now;
-    task.status_since = Some(now);
+    let columns = Columns {
+        route,
+        subject,
+        status,
+        name,
+        upstream_id,
+        created_at,
+    };
+    let task = ended(id, columns, why, plan, now);
     update(c, &Row::new(&task)?, version)?;
     c.prepare_cached(
         "INSERT OR REPLACE INTO unreadable_tasks (task_id, at, error, doc) VALUES (?1, ?2, ?3, ?4)",
@@ -219,35 +261,42 @@ pub(super) fn end_unreadable(
     )))
 }
 
-/// The `WHERE` clause for a query and its parameters. Only the filters the query has are named:
-/// SQLite cannot use an index for `(?1 IS NULL OR route = ?1)`, and a search (or a conversation's
-/// lookup) would read every task in the store.
-fn filter<'a>(q: &'a TaskQuery, status: &'a Option<&'static str>) -> (String, Vec<&'a dyn ToSql>) {
+/// How a backend writes a query's parameters and a text search.
+pub(super) struct Dialect {
+    /// The `n`th parameter (1-based): `?n`, `$n`.
+    pub(super) param: fn(usize) -> String,
+    /// Whether the document contains the text `?`.
+    pub(super) contains: &'static str,
+}
+
+pub(super) const SQLITE: Dialect = Dialect {
+    param: |n| format!("?{n}"),
+    contains: "instr(doc, ?) > 0",
+};
+
+/// The `WHERE` clause for a query and its parameters (all text). Only the filters the query has
+/// are named: neither backend uses an index for `(?1 IS NULL OR route = ?1)`, and a search (or
+/// a conversation's lookup) would read every task in the store.
+pub(super) fn conditions<'a>(q: &'a TaskQuery, dialect: &Dialect) -> (String, Vec<&'a str>) {
     // Each clause with `?` where its parameter goes.
-    let wanted: [(&str, Option<&'a dyn ToSql>); 7] = [
-        ("route = ?", q.route.as_ref().map(|v| v as &dyn ToSql)),
-        ("subject = ?", q.subject.as_ref().map(|v| v as &dyn ToSql)),
-        ("status = ?", status.as_ref().map(|v| v as &dyn ToSql)),
-        ("name = ?", q.name.as_ref().map(|v| v as &dyn ToSql)),
-        (
-            "json_extract(doc, '$.conversation') = ?",
-            q.conversation.as_ref().map(|v| v as &dyn ToSql),
-        ),
-        ("id = ?", q.id.as_ref().map(|v| v as &dyn ToSql)),
-        // No index holds step ids (a steps table is the schema migrations' job, issue 18): the
-        // text of the documents the other filters select is searched, and the caller checks the
-        // step's id exactly in the tasks found.
-        (
-            "instr(doc, ?) > 0",
-            q.holding_step.as_ref().map(|v| v as &dyn ToSql),
-        ),
+    let wanted: [(&str, Option<&'a str>); 7] = [
+        ("route = ?", q.route.as_deref()),
+        ("subject = ?", q.subject.as_deref()),
+        ("status = ?", q.status.map(Status::name)),
+        ("name = ?", q.name.as_deref()),
+        ("conversation = ?", q.conversation.as_deref()),
+        ("id = ?", q.id.as_deref()),
+        // No index holds step ids (a steps table would): the text of the documents the other
+        // filters select is searched, and the caller checks the step's id exactly in the tasks
+        // found.
+        (dialect.contains, q.holding_step.as_deref()),
     ];
     let mut clauses = Vec::new();
     let mut values = Vec::new();
     for (clause, value) in wanted {
         if let Some(v) = value {
             values.push(v);
-            clauses.push(clause.replace('?', &format!("?{}", values.len())));
+            clauses.push(clause.replace('?', &(dialect.param)(values.len())));
         }
     }
     if clauses.is_empty() {
@@ -255,6 +304,11 @@ fn filter<'a>(q: &'a TaskQuery, status: &'a Option<&'static str>) -> (String, Ve
     } else {
         (format!("WHERE {}", clauses.join(" AND ")), values)
     }
+}
+
+/// [`conditions`]' parameters as SQLite binds them.
+fn bound<'a>(values: &'a [&'a str]) -> Vec<&'a dyn ToSql> {
+    values.iter().map(|v| v as &dyn ToSql).collect()
 }
 
 /// The statement listing a query's page: its filter, then `LIMIT` and `OFFSET` as the last two
@@ -270,8 +324,8 @@ fn page_sql(filter: &str, params: usize) -> String {
 /// Tasks matching the query, newest first, and how many match in all (run it in one snapshot, so
 /// the two agree).
 pub(super) fn search(c: &Connection, q: &TaskQuery) -> Result<(Vec<Read<Task>>, u64), StoreError> {
-    let status = q.status.map(Status::name);
-    let (filter, values) = filter(q, &status);
+    let (filter, texts) = conditions(q, &SQLITE);
+    let values = bound(&texts);
     let total: i64 = c
         .prepare_cached(&format!("SELECT COUNT(*) FROM tasks {filter}"))
         .and_then(|mut s| s.query_row(values.as_slice(), |r| r.get(0)))
@@ -301,55 +355,123 @@ pub(super) fn unfinished(c: &Connection) -> Result<Vec<Unfinished>, StoreError> 
     // and the watcher reads each one when it comes due.
     let mut stmt = c
         .prepare(
-            "SELECT id, route, status, upstream_id IS NOT NULL, created_at FROM tasks
+            "SELECT id, route, status, upstream_id IS NOT NULL, created_at, NULL FROM tasks
              WHERE terminal = 0 ORDER BY created_at",
         )
         .map_err(backend)?;
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, bool>(3)?,
-                r.get::<_, String>(4)?,
-            ))
+    let rows = stmt.query_map([], columns).map_err(backend)?;
+    rows.map(|row| unfinished_of(row.map_err(backend)?))
+        .collect()
+}
+
+/// An [`Unfinished`]'s columns: id, route, status, started, created_at, and the lease's holder
+/// before.
+pub(super) type UnfinishedColumns = (String, String, String, bool, String, Option<String>);
+
+fn columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<UnfinishedColumns> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+    ))
+}
+
+pub(super) fn unfinished_of(
+    (id, route, status, started, created_at, taken_from): UnfinishedColumns,
+) -> Result<Unfinished, StoreError> {
+    let status = Status::from_name(&status).ok_or_else(|| {
+        StoreError::Backend(format!("task {id} has an unknown status `{status}`"))
+    })?;
+    Ok(Unfinished {
+        id,
+        route,
+        status,
+        started,
+        // A time that cannot be read counts as long ago.
+        created_at: DateTime::parse_from_rfc3339(&created_at)
+            .map_or(DateTime::UNIX_EPOCH, |t| t.with_timezone(&Utc)),
+        taken_from,
+    })
+}
+
+/// Leases up to `limit` unfinished tasks to `holder` until `until` (milliseconds since the
+/// epoch), oldest first: those handed back or never leased, those of other holders whose lease
+/// ran out by `now`, and, when `every`, those of other holders whatever their lease (see
+/// [`SqliteStore`](super::SqliteStore)'s leases). Runs in the writer's transaction: the
+/// select and the update are one step for every other write.
+pub(super) fn claim(
+    c: &Connection,
+    holder: &str,
+    now: i64,
+    until: i64,
+    every: bool,
+    limit: u32,
+) -> Result<Vec<Unfinished>, StoreError> {
+    let found = c
+        .prepare_cached(
+            "SELECT id, route, status, upstream_id IS NOT NULL, created_at, lease_holder FROM tasks
+             WHERE terminal = 0 AND (lease_holder IS NULL OR lease_holder <> ?1)
+               AND (?2 OR lease_until IS NULL OR lease_until < ?3)
+             ORDER BY created_at LIMIT ?4",
+        )
+        .and_then(|mut s| {
+            s.query_map(params![holder, every, now, limit], columns)?
+                .collect::<rusqlite::Result<Vec<_>>>()
         })
         .map_err(backend)?;
-    rows.map(|row| {
-        let (id, route, status, started, created_at) = row.map_err(backend)?;
-        let status = Status::from_name(&status).ok_or_else(|| {
-            StoreError::Backend(format!("task {id} has an unknown status `{status}`"))
-        })?;
-        Ok(Unfinished {
-            id,
-            route,
-            status,
-            started,
-            // A time that cannot be read counts as long ago.
-            created_at: DateTime::parse_from_rfc3339(&created_at)
-                .map_or(DateTime::UNIX_EPOCH, |t| t.with_timezone(&Utc)),
-            taken_from: None,
+    let mut lease = c
+        .prepare_cached("UPDATE tasks SET lease_holder = ?1, lease_until = ?2 WHERE id = ?3")
+        .map_err(backend)?;
+    found
+        .into_iter()
+        .map(|row| {
+            lease
+                .execute(params![holder, until, row.0])
+                .map_err(backend)?;
+            unfinished_of(row)
         })
+        .collect()
+}
+
+/// Extends `holder`'s leases on unfinished tasks to `until`; the ids it holds.
+pub(super) fn renew(c: &Connection, holder: &str, until: i64) -> Result<Vec<String>, StoreError> {
+    c.prepare_cached(
+        "UPDATE tasks SET lease_until = ?2 WHERE terminal = 0 AND lease_holder = ?1 RETURNING id",
+    )
+    .and_then(|mut s| {
+        s.query_map(params![holder, until], |r| r.get(0))?
+            .collect::<rusqlite::Result<Vec<String>>>()
     })
-    .collect()
+    .map_err(backend)
+}
+
+/// Hands `holder`'s leases back: claimable at once. How many.
+pub(super) fn hand_back(c: &Connection, holder: &str) -> Result<u64, StoreError> {
+    c.prepare_cached(
+        "UPDATE tasks SET lease_holder = NULL, lease_until = NULL
+         WHERE terminal = 0 AND lease_holder = ?1",
+    )
+    .and_then(|mut s| s.execute([holder]))
+    .map(|n| n as u64)
+    .map_err(backend)
 }
 
 #[cfg(test)]
 mod tests {
-    use chrono::Utc;
     use rusqlite::Connection;
 
-    use super::{filter, page_sql};
-    use crate::{SqliteStore, TaskQuery, TaskStore};
-    use mapping::task::{Status, Task};
+    use super::page_sql;
+    use crate::TaskQuery;
 
     /// How SQLite would run the page statement for `q`.
     fn plan(q: &TaskQuery) -> String {
         let c = Connection::open_in_memory().unwrap();
-        c.execute_batch(super::super::store::SCHEMA).unwrap();
-        let status = q.status.map(Status::name);
-        let (filter, mut values) = filter(q, &status);
+        crate::migrations::sqlite(&c, crate::Migrations::Apply).unwrap();
+        let (filter, texts) = super::conditions(q, &super::SQLITE);
+        let mut values = super::bound(&texts);
         let (size, offset) = (20i64, 0i64);
         let n = values.len();
         values.push(&size);
@@ -369,138 +491,48 @@ mod tests {
             subject: Some("ann".into()),
             ..TaskQuery::default()
         };
-        assert!(
-            plan(&caller).contains("tasks_by_route"),
-            "{}",
-            plan(&caller)
-        );
-        // A conversation's task, looked up for each message of it.
-        let conversation = TaskQuery {
-            conversation: Some("c-1".into()),
-            ..caller.clone()
-        };
-        assert!(
-            plan(&conversation).contains("tasks_by_route"),
-            "{}",
-            plan(&conversation)
-        );
-        let route_only = TaskQuery {
+        let with = |q: TaskQuery| TaskQuery {
             route: Some("r".into()),
-            ..TaskQuery::default()
+            subject: Some("ann".into()),
+            ..q
         };
-        assert!(plan(&route_only).contains("tasks_by_route"));
-    }
-
-    #[tokio::test]
-    async fn the_task_holding_a_step_is_found_by_the_steps_id_on_its_route_only() {
-        let store = SqliteStore::in_memory().unwrap();
-        let now = Utc::now();
-        let mut holder = Task::new("a", now);
-        holder.subject = Some("ann".into());
-        holder.start_steps(now);
-        let step_id = holder.steps[0].id.clone();
-        store.insert(&holder).await.unwrap();
-        let mut other = Task::new("a", now);
-        other.subject = Some("ann".into());
-        other.start_steps(now);
-        store.insert(&other).await.unwrap();
-        let query = |route: &str, subject: &str, step: &str| TaskQuery {
-            route: Some(route.into()),
-            subject: Some(subject.into()),
-            holding_step: Some(step.into()),
-            page: 1,
-            page_size: 10,
-            ..TaskQuery::default()
-        };
-        let (found, total) = store.search(&query("a", "ann", &step_id)).await.unwrap();
-        assert_eq!(total, 1);
-        assert_eq!(found[0].id, holder.id);
-        // Another subject's, another route's: not there.
-        assert_eq!(
-            store.search(&query("a", "bob", &step_id)).await.unwrap().1,
-            0
-        );
-        assert_eq!(
-            store.search(&query("b", "ann", &step_id)).await.unwrap().1,
-            0
-        );
-        assert_eq!(
-            store
-                .search(&query("a", "ann", "step-none"))
-                .await
-                .unwrap()
-                .1,
-            0
-        );
-        // Still on the route index: the text search reads only the caller's documents.
-        assert!(plan(&query("a", "ann", &step_id)).contains("tasks_by_route"));
-    }
-
-    #[tokio::test]
-    async fn every_filter_narrows_the_search_and_the_total_counts_all_pages() {
-        let store = SqliteStore::in_memory().unwrap();
-        for i in 0..12u32 {
-            let mut t = Task::new(if i % 2 == 0 { "a" } else { "b" }, Utc::now());
-            t.subject = Some(if i % 3 == 0 { "ann" } else { "bob" }.into());
-            t.status = if i < 4 {
-                Status::Completed
-            } else {
-                Status::Running
-            };
-            t.name = Some(format!("n{}", i % 4));
-            t.conversation = Some(format!("c{}", i % 5));
-            store.insert(&t).await.unwrap();
+        let cases = [
+            (caller.clone(), "tasks_by_route"),
+            // A conversation's task, looked up for each message of it.
+            (
+                with(TaskQuery {
+                    conversation: Some("c-1".into()),
+                    ..TaskQuery::default()
+                }),
+                "tasks_by_route",
+            ),
+            // By the conversation alone: its own index (the column migration v2 made).
+            (
+                TaskQuery {
+                    conversation: Some("c-1".into()),
+                    ..TaskQuery::default()
+                },
+                "tasks_by_conversation",
+            ),
+            // A step's holder: the text search reads only the caller's documents.
+            (
+                with(TaskQuery {
+                    holding_step: Some("step-1".into()),
+                    ..TaskQuery::default()
+                }),
+                "tasks_by_route",
+            ),
+            (
+                TaskQuery {
+                    route: Some("r".into()),
+                    ..TaskQuery::default()
+                },
+                "tasks_by_route",
+            ),
+        ];
+        for (q, index) in cases {
+            let plan = plan(&q);
+            assert!(plan.contains(index), "{q:?}: {plan}");
         }
-        let count = |q: TaskQuery| {
-            let store = &store;
-            async move {
-                let (page, total) = store.search(&q).await.unwrap();
-                (page.len(), total)
-            }
-        };
-        let q = |route: Option<&str>, subject: Option<&str>| TaskQuery {
-            route: route.map(str::to_string),
-            subject: subject.map(str::to_string),
-            page: 1,
-            page_size: 3,
-            ..TaskQuery::default()
-        };
-        assert_eq!(count(q(None, None)).await, (3, 12));
-        assert_eq!(count(q(Some("a"), None)).await, (3, 6));
-        // Route a: i = 0, 2, 4, 6, 8, 10; of those ann's: 0, 6.
-        assert_eq!(count(q(Some("a"), Some("ann"))).await, (2, 2));
-        let running = TaskQuery {
-            status: Some(Status::Running),
-            ..q(Some("a"), None)
-        };
-        assert_eq!(count(running).await, (3, 4));
-        let named = TaskQuery {
-            name: Some("n2".into()),
-            ..q(Some("a"), None)
-        };
-        // n2: i = 2, 6, 10.
-        assert_eq!(count(named).await, (3, 3));
-        let conversation = TaskQuery {
-            conversation: Some("c1".into()),
-            ..q(None, None)
-        };
-        // c1: i = 1, 6, 11.
-        assert_eq!(count(conversation).await, (3, 3));
-        let (all, _) = store.search(&q(Some("a"), None)).await.unwrap();
-        let one = TaskQuery {
-            id: Some(all[1].id.clone()),
-            ..q(Some("a"), None)
-        };
-        assert_eq!(count(one).await, (1, 1));
-        let elsewhere = TaskQuery {
-            id: Some(all[1].id.clone()),
-            ..q(Some("b"), None)
-        };
-        assert_eq!(count(elsewhere).await, (0, 0));
-        let second_page = TaskQuery {
-            page: 2,
-            ..q(Some("a"), None)
-        };
-        assert_eq!(count(second_page).await, (3, 6));
     }
 }

@@ -1,11 +1,13 @@
 //! The task store and credit ledger: one interface ([`TaskStore`]) and its embedded implementation
-//! on SQLite (WAL), in the data directory. A PostgreSQL implementation for several proxies sharing
-//! state will implement the same interface; nothing here relies on being the only process: task
+//! on SQLite (WAL), in the data directory. The PostgreSQL implementation for several proxies
+//! sharing state ([`crate::postgres`]) implements the same interface; nothing here relies on being
+//! the only process but the leases' first claim (see [`SqliteStore`]): task
 //! updates are conditional on the version read, and every credit movement happens in the same
 //! transaction as the task change that causes it, guarded by unique keys (one hold and one release
 //! per task, one capture per task and step), so nothing is charged twice and nothing is lost.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +15,7 @@ use async_trait::async_trait;
 use rusqlite::Connection;
 
 use super::ledger;
+use super::migrations::Migrations;
 use super::purchases::Purchase;
 use super::readers::Readers;
 use super::rows::{self, Row, Unreadable};
@@ -39,6 +42,13 @@ pub enum StoreError {
     TooDeep { depth: usize, limit: usize },
     #[error("task store: {0}")]
     Backend(String),
+    /// The store was written by a newer interlingua (its schema is at a version this build does
+    /// not know).
+    #[error("the store's schema is at version {found}, newer than this build of interlingua knows ({supported}): upgrade interlingua to use it")]
+    Schema { found: u32, supported: u32 },
+    /// The store lacks migrations and was opened without applying them.
+    #[error("the store's schema is at version {found}, this build needs {supported}: run `interlingua migrate`")]
+    Outdated { found: u32, supported: u32 },
 }
 
 impl From<mapping::depth::TooDeep> for StoreError {
@@ -231,87 +241,67 @@ pub struct PoolStatus {
 
 /// The SQLite task store: one writer thread that commits writes in groups (see
 /// [`writer`](super::writer)), and a pool of read connections beside it.
+///
+/// Leases: one *serving* process owns the file, so the first [`TaskStore::claim_leases`] after
+/// opening takes every unfinished task this holder does not hold, whatever its lease's expiry
+/// (the process before is gone: it was this one's predecessor), and keeps doing so until a claim
+/// comes back short of its limit; later claims respect expiry. Opening hands nothing back: the
+/// `interlingua credits` command opens the same file while the server runs.
 pub struct SqliteStore {
     /// `None` in memory: another connection would open another (empty) database, so reads go
     /// through the writer there. Declared (so dropped) before the writer: the writer's connection
     /// closes last, and closing the last connection checkpoints the WAL into the database file.
     readers: Option<Arc<Readers>>,
     writer: Writer,
+    leases: Leases,
+    /// Whether claims still take every other holder's tasks (see above).
+    sweeping: AtomicBool,
 }
 
-pub(super) const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS tasks (
-    id          TEXT PRIMARY KEY,
-    route       TEXT NOT NULL,
-    subject     TEXT,
-    status      TEXT NOT NULL,
-    name        TEXT,
-    upstream_id TEXT,
-    terminal    INTEGER NOT NULL,
-    created_at  TEXT NOT NULL,
-    updated_at  TEXT NOT NULL,
-    version     INTEGER NOT NULL,
-    doc         TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS tasks_unfinished ON tasks (created_at) WHERE terminal = 0;
-CREATE INDEX IF NOT EXISTS tasks_by_route ON tasks (route, subject, created_at);
-
-CREATE TABLE IF NOT EXISTS accounts (
-    plan     TEXT NOT NULL,
-    subject  TEXT NOT NULL,
-    granted  INTEGER NOT NULL DEFAULT 0,
-    captured INTEGER NOT NULL DEFAULT 0,
-    held     INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (plan, subject)
-);
-CREATE TABLE IF NOT EXISTS holds (
-    task_id   TEXT PRIMARY KEY,
-    plan      TEXT NOT NULL,
-    subject   TEXT NOT NULL,
-    amount    INTEGER NOT NULL,
-    remaining INTEGER NOT NULL,
-    open      INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS ledger (
-    seq       INTEGER PRIMARY KEY AUTOINCREMENT,
-    at        TEXT NOT NULL,
-    plan      TEXT NOT NULL,
-    subject   TEXT NOT NULL,
-    kind      TEXT NOT NULL,
-    amount    INTEGER NOT NULL,
-    from_hold INTEGER NOT NULL DEFAULT 0,
-    task_id   TEXT,
-    step_id   TEXT,
-    note      TEXT
-);
-CREATE UNIQUE INDEX IF NOT EXISTS ledger_hold_once ON ledger (task_id) WHERE kind = 'hold';
-CREATE UNIQUE INDEX IF NOT EXISTS ledger_capture_once ON ledger (task_id, step_id) WHERE kind = 'capture';
-CREATE UNIQUE INDEX IF NOT EXISTS ledger_release_once ON ledger (task_id) WHERE kind = 'release';
-CREATE INDEX IF NOT EXISTS ledger_by_account ON ledger (plan, subject, seq);
-
--- The documents of tasks that could not be read, as they were when the task was ended.
-CREATE TABLE IF NOT EXISTS unreadable_tasks (
-    task_id TEXT PRIMARY KEY,
-    at      TEXT NOT NULL,
-    error   TEXT NOT NULL,
-    doc     TEXT NOT NULL
-);
-";
-
 impl SqliteStore {
-    /// Opens (creating if needed) `<dir>/interlingua.db`.
+    /// Opens (creating if needed) `<dir>/interlingua.db`, applying the migrations it lacks, with
+    /// leases of its own ([`Leases::default`]).
     pub fn open(dir: &Path) -> Result<SqliteStore, StoreError> {
-        let path = dir.join("interlingua.db");
+        SqliteStore::open_with(dir, Leases::default())
+    }
+
+    /// [`SqliteStore::open`] with the instance's leases.
+    pub fn open_with(dir: &Path, leases: Leases) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open_in(dir, leases, Migrations::Apply)
+    }
+
+    /// [`SqliteStore::open_with`], applying migrations or refusing a store that lacks them.
+    pub fn open_in(
+        dir: &Path,
+        leases: Leases,
+        migrations: Migrations,
+    ) -> Result<SqliteStore, StoreError> {
+        let path = Self::file(dir);
         let conn = Connection::open(&path).map_err(backend)?;
-        SqliteStore::init(conn, Some(Readers::new(path)))
+        SqliteStore::init(conn, Some(Readers::new(path)), leases, migrations)
+    }
+
+    /// The database file in a data directory.
+    pub(crate) fn file(dir: &Path) -> std::path::PathBuf {
+        dir.join("interlingua.db")
     }
 
     /// A store in memory, for tests and `translate`.
     pub fn in_memory() -> Result<SqliteStore, StoreError> {
-        SqliteStore::init(Connection::open_in_memory().map_err(backend)?, None)
+        SqliteStore::init(
+            Connection::open_in_memory().map_err(backend)?,
+            None,
+            Leases::default(),
+            Migrations::Apply,
+        )
     }
 
-    fn init(conn: Connection, readers: Option<Arc<Readers>>) -> Result<SqliteStore, StoreError> {
+    fn init(
+        conn: Connection,
+        readers: Option<Arc<Readers>>,
+        leases: Leases,
+        migrations: Migrations,
+    ) -> Result<SqliteStore, StoreError> {
         // WAL: readers never wait for the writer; FULL: a committed task survives power loss.
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(backend)?;
@@ -325,12 +315,12 @@ impl SqliteStore {
             .map_err(backend)?;
         // Every write statement (tasks, ledger, the batch's own brackets) stays prepared.
         conn.set_prepared_statement_cache_capacity(64);
-        conn.execute_batch(SCHEMA).map_err(backend)?;
-        conn.execute_batch(super::purchases::SCHEMA)
-            .map_err(backend)?;
+        crate::migrations::sqlite(&conn, migrations)?;
         Ok(SqliteStore {
             readers,
             writer: Writer::start(conn)?,
+            leases,
+            sweeping: AtomicBool::new(true),
         })
     }
 
@@ -374,10 +364,83 @@ impl SqliteStore {
         Ok(ended)
     }
 
+    /// A lease taken now: its holder and until when (milliseconds since the epoch).
+    fn lease(&self) -> (String, i64) {
+        (self.leases.holder.clone(), lease_until(&self.leases))
+    }
+
     #[cfg(test)]
     pub(super) fn writer(&self) -> &Writer {
         &self.writer
     }
+}
+
+/// The tasks a search found, those that cannot be read ended by `end` where they are found, and
+/// listed as they now are.
+pub(crate) async fn ending_unreadable<F, Fut>(
+    found: Vec<rows::Read<Task>>,
+    end: F,
+) -> Result<Vec<Task>, StoreError>
+where
+    F: Fn(Unreadable) -> Fut,
+    Fut: std::future::Future<Output = Result<Option<Stored>, StoreError>>,
+{
+    let mut tasks = Vec::with_capacity(found.len());
+    for read in found {
+        match read {
+            Ok(task) => tasks.push(task),
+            Err(unreadable) => tasks.extend(end(unreadable).await?.map(|ended| ended.task)),
+        }
+    }
+    Ok(tasks)
+}
+
+/// The audit from what it reads (in one snapshot): the drifts, the open holds with their
+/// tasks' documents, the unfinished tasks.
+pub(crate) fn audit_of(
+    drifts: Vec<(Balance, Balance)>,
+    holds: Vec<(String, Account, i64, Option<String>)>,
+    unfinished: Vec<Unfinished>,
+) -> Audit {
+    let open_holds = holds
+        .into_iter()
+        .map(|(task_id, account, remaining, doc)| OpenHold {
+            task: match doc.map(|d| rows::decode(&task_id, &d)) {
+                None => HeldTask::Missing,
+                Some(Err(u)) => HeldTask::Unreadable(u.why),
+                Some(Ok(task)) => HeldTask::Stored(Box::new(task)),
+            },
+            task_id,
+            plan: account.plan,
+            subject: account.subject,
+            remaining,
+        })
+        .collect();
+    Audit {
+        drifts,
+        open_holds,
+        unstarted: unfinished
+            .into_iter()
+            .filter(|u| !u.started)
+            .map(|u| Unstarted {
+                task_id: u.id,
+                route: u.route,
+                status: u.status,
+                created_at: u.created_at,
+            })
+            .collect(),
+    }
+}
+
+/// The end of a lease taken now, in milliseconds since the epoch (this process's clock: one
+/// process serves an SQLite store).
+fn lease_until(leases: &Leases) -> i64 {
+    let ttl = i64::try_from(leases.ttl.as_millis()).unwrap_or(i64::MAX);
+    now_ms().saturating_add(ttl)
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
 }
 
 pub(crate) fn backend(e: rusqlite::Error) -> StoreError {
@@ -389,9 +452,10 @@ impl TaskStore for SqliteStore {
     async fn insert_with_hold(&self, task: &Task, hold: Option<&Hold>) -> Result<(), StoreError> {
         let row = Row::new(task)?;
         let hold = hold.filter(|h| h.amount > 0).cloned();
+        let (holder, until) = self.lease();
         self.writer
             .run(move |c| {
-                rows::insert(c, &row)?;
+                rows::insert(c, &row, (&holder, until))?;
                 if let Some(h) = hold {
                     let account = Account::new(&h.plan, &h.subject);
                     // Read in the batch's transaction, after the jobs before this one: a hold
@@ -412,8 +476,12 @@ impl TaskStore for SqliteStore {
 
     async fn insert_many(&self, tasks: &[Task]) -> Result<(), StoreError> {
         let rows = tasks.iter().map(Row::new).collect::<Result<Vec<_>, _>>()?;
+        let (holder, until) = self.lease();
         self.writer
-            .run(move |c| rows.iter().try_for_each(|r| rows::insert(c, r)))
+            .run(move |c| {
+                rows.iter()
+                    .try_for_each(|r| rows::insert(c, r, (&holder, until)))
+            })
             .await
     }
 
@@ -498,18 +566,7 @@ impl TaskStore for SqliteStore {
     async fn search(&self, q: &TaskQuery) -> Result<(Vec<Task>, u64), StoreError> {
         let q = q.clone();
         let (found, total) = self.read(true, move |c| rows::search(c, &q)).await?;
-        let mut tasks = Vec::with_capacity(found.len());
-        for read in found {
-            match read {
-                Ok(task) => tasks.push(task),
-                // Ended where it is found, and listed as it now is.
-                Err(unreadable) => {
-                    if let Some(ended) = self.end_unreadable(unreadable).await? {
-                        tasks.push(ended.task);
-                    }
-                }
-            }
-        }
+        let tasks = ending_unreadable(found, |u| self.end_unreadable(u)).await?;
         Ok((tasks, total))
     }
 
@@ -519,34 +576,11 @@ impl TaskStore for SqliteStore {
 
     async fn audit(&self) -> Result<Audit, StoreError> {
         self.read(true, |c| {
-            let open_holds = ledger::open_holds(c)?
-                .into_iter()
-                .map(|(task_id, account, remaining, doc)| OpenHold {
-                    task: match doc.map(|d| rows::decode(&task_id, &d)) {
-                        None => HeldTask::Missing,
-                        Some(Err(u)) => HeldTask::Unreadable(u.why),
-                        Some(Ok(task)) => HeldTask::Stored(Box::new(task)),
-                    },
-                    task_id,
-                    plan: account.plan,
-                    subject: account.subject,
-                    remaining,
-                })
-                .collect();
-            Ok(Audit {
-                drifts: ledger::drifts(c)?,
-                open_holds,
-                unstarted: rows::unfinished(c)?
-                    .into_iter()
-                    .filter(|u| !u.started)
-                    .map(|u| Unstarted {
-                        task_id: u.id,
-                        route: u.route,
-                        status: u.status,
-                        created_at: u.created_at,
-                    })
-                    .collect(),
-            })
+            Ok(audit_of(
+                ledger::drifts(c)?,
+                ledger::open_holds(c)?,
+                rows::unfinished(c)?,
+            ))
         })
         .await
     }
@@ -563,54 +597,51 @@ impl TaskStore for SqliteStore {
         self.read(false, move |c| super::purchases::of_task(c, &id))
             .await
     }
+
+    async fn claim_leases(&self, limit: u32) -> Result<Vec<Unfinished>, StoreError> {
+        let (holder, until) = self.lease();
+        let every = self.sweeping.load(Ordering::Acquire);
+        let claimed = self
+            .writer
+            .run(move |c| rows::claim(c, &holder, now_ms(), until, every, limit))
+            .await?;
+        if claimed.len() < limit as usize {
+            self.sweeping.store(false, Ordering::Release);
+        }
+        Ok(claimed)
+    }
+
+    async fn renew_leases(&self) -> Result<Vec<String>, StoreError> {
+        let (holder, until) = self.lease();
+        self.writer
+            .run(move |c| rows::renew(c, &holder, until))
+            .await
+    }
+
+    async fn hand_back_leases(&self) -> Result<u64, StoreError> {
+        let holder = self.leases.holder.clone();
+        self.writer.run(move |c| rows::hand_back(c, &holder)).await
+    }
+
+    /// Always `true` on SQLite: one process serves the store, and the engine's in-process gate
+    /// already lets one refresh of a task run at a time.
+    async fn claim_refresh(&self, task_id: &str, fresh: Duration) -> Result<bool, StoreError> {
+        let _ = (task_id, fresh);
+        Ok(true)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.read(false, |c| {
+            c.query_row("SELECT 1", [], |_| Ok(())).map_err(backend)
+        })
+        .await
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use chrono::Utc;
-
-    #[tokio::test]
-    async fn insert_get_update_with_versions() {
-        let store = SqliteStore::in_memory().unwrap();
-        let mut t = Task::new("r", Utc::now());
-        store.insert(&t).await.unwrap();
-        assert_eq!(
-            store.insert(&t).await,
-            Err(StoreError::Duplicate(t.id.clone()))
-        );
-        let stored = store.get(&t.id).await.unwrap().unwrap();
-        assert_eq!(stored.version, 1);
-        assert_eq!(stored.task, t);
-        t.status = Status::Running;
-        assert_eq!(store.update(&t, 1).await, Ok(2));
-        // A writer still holding version 1 has lost the race.
-        assert_eq!(store.update(&t, 1).await, Err(StoreError::Conflict));
-        assert!(store.get("nope").await.unwrap().is_none());
-    }
-
-    #[tokio::test]
-    async fn search_and_unfinished() {
-        let store = SqliteStore::in_memory().unwrap();
-        for i in 0..5 {
-            let mut t = Task::new(if i < 3 { "a" } else { "b" }, Utc::now());
-            if i == 0 {
-                t.status = Status::Completed;
-            }
-            store.insert(&t).await.unwrap();
-        }
-        let (found, total) = store
-            .search(&TaskQuery {
-                route: Some("a".into()),
-                page: 1,
-                page_size: 2,
-                ..TaskQuery::default()
-            })
-            .await
-            .unwrap();
-        assert_eq!((found.len(), total), (2, 3));
-        assert_eq!(store.unfinished().await.unwrap().len(), 4);
-    }
 
     #[tokio::test]
     async fn tasks_survive_reopening_the_file() {
@@ -625,49 +656,43 @@ mod tests {
         assert_eq!(again.get(&t.id).await.unwrap().unwrap().task, t);
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn concurrent_holds_never_take_more_than_the_balance() {
-        const CREDITS: usize = 40;
-        const CALLS: usize = 300;
+    #[tokio::test]
+    async fn the_first_claim_after_opening_takes_the_tasks_of_the_process_before() {
         let dir = tempfile::tempdir().unwrap();
-        for store in [
-            SqliteStore::open(dir.path()).unwrap(),
-            SqliteStore::in_memory().unwrap(),
-        ] {
-            let store = Arc::new(store);
-            let account = Account::new("gold", "ann");
-            store.grant(&account, CREDITS as i64, None).await.unwrap();
-            let calls: Vec<_> = (0..CALLS)
-                .map(|_| {
-                    let store = store.clone();
-                    tokio::spawn(async move {
-                        let hold = Hold {
-                            plan: "gold".to_string(),
-                            subject: "ann".to_string(),
-                            amount: 1,
-                        };
-                        store
-                            .insert_with_hold(&Task::new("r", Utc::now()), Some(&hold))
-                            .await
-                    })
-                })
-                .collect();
-            let mut held = 0;
-            for call in calls {
-                match call.await.unwrap() {
-                    Ok(()) => held += 1,
-                    Err(StoreError::Insufficient {
-                        available: 0,
-                        needed: 1,
-                    }) => {}
-                    Err(e) => panic!("unexpected {e:?}"),
-                }
-            }
-            assert_eq!(held, CREDITS);
-            let balance = store.balance(&account).await.unwrap();
-            assert_eq!((balance.held, balance.available()), (CREDITS as i64, 0));
-            assert_eq!(store.recompute(&account).await.unwrap(), balance);
-        }
+        let leases = |holder: &str| Leases {
+            holder: holder.to_string(),
+            ttl: Duration::from_secs(60),
+        };
+        let before = SqliteStore::open_with(dir.path(), leases("before")).unwrap();
+        let (live, ended) = (Task::new("r", Utc::now()), Task::new("r", Utc::now()));
+        before.insert(&live).await.unwrap();
+        let mut done = ended.clone();
+        done.status = Status::Completed;
+        before.insert(&done).await.unwrap();
+        drop(before);
+        let now = SqliteStore::open_with(dir.path(), leases("now")).unwrap();
+        // Its lease has a minute to run, and is taken all the same: one process serves the file.
+        let taken: Vec<_> = now
+            .claim_leases(1)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|u| (u.id, u.taken_from))
+            .collect();
+        assert_eq!(taken, [(live.id.clone(), Some("before".to_string()))]);
+        // The sweep goes on until a claim comes back short; then live leases are respected.
+        assert_eq!(now.claim_leases(1).await.unwrap(), []);
+        let other = SqliteStore::open_with(dir.path(), leases("cli")).unwrap();
+        other.insert(&Task::new("r", Utc::now())).await.unwrap();
+        assert_eq!(now.claim_leases(10).await.unwrap(), []);
+        assert_eq!(
+            now.renew_leases().await.unwrap(),
+            std::slice::from_ref(&live.id)
+        );
+        // One process, one gate: the refresh claim is always granted.
+        let fresh = Duration::from_secs(60);
+        assert!(now.claim_refresh(&live.id, fresh).await.unwrap());
+        assert!(now.claim_refresh(&live.id, fresh).await.unwrap());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -692,95 +717,6 @@ mod tests {
         for id in &acknowledged {
             assert!(again.get(id).await.unwrap().is_some(), "{id} is lost");
         }
-    }
-
-    #[tokio::test]
-    async fn nothing_too_deep_to_read_back_is_written() {
-        let store = SqliteStore::in_memory().unwrap();
-        let deep =
-            |levels: usize| (0..levels).fold(serde_json::json!(1), |v, _| serde_json::json!([v]));
-        let mut t = Task::new("r", Utc::now());
-        // The task is 1 level, its input 1: params of 125 levels are as deep as decodes.
-        t.input.params = Some(deep(125));
-        store.insert(&t).await.unwrap();
-        assert_eq!(store.get(&t.id).await.unwrap().unwrap().task, t);
-        t.input.params = Some(deep(126));
-        assert_eq!(
-            store.update(&t, 1).await,
-            Err(StoreError::TooDeep {
-                depth: 128,
-                limit: 127
-            })
-        );
-        let mut other = Task::new("r", Utc::now());
-        other.payment = Some(deep(127));
-        assert!(matches!(
-            store.insert(&other).await,
-            Err(StoreError::TooDeep { depth: 128, .. })
-        ));
-        assert!(store.get(&other.id).await.unwrap().is_none());
-    }
-
-    #[tokio::test]
-    async fn a_task_that_cannot_be_read_is_ended_where_it_is_read_or_found() {
-        let store = SqliteStore::in_memory().unwrap();
-        let ann = Account::new("gold", "ann");
-        store.grant(&ann, 5, None).await.unwrap();
-        let hold = Hold {
-            plan: "gold".to_string(),
-            subject: "ann".to_string(),
-            amount: 2,
-        };
-        let (got, found) = (Task::new("r", Utc::now()), Task::new("r", Utc::now()));
-        for t in [&got, &found] {
-            let mut t = t.clone();
-            t.subject = Some("ann".to_string());
-            store.insert_with_hold(&t, Some(&hold)).await.unwrap();
-        }
-        store
-            .writer()
-            .run(|c| {
-                c.execute("UPDATE tasks SET doc = 'not json'", [])
-                    .map_err(backend)
-            })
-            .await
-            .unwrap();
-        let read = store.get(&got.id).await.unwrap().unwrap();
-        assert_eq!(
-            (read.task.status, read.task.reason.as_deref(), read.version),
-            (Status::Failed, Some("unreadable"), 2)
-        );
-        assert_eq!(
-            (read.task.subject.as_deref(), read.task.plan.as_deref()),
-            (Some("ann"), Some("gold"))
-        );
-        let (page, total) = store
-            .search(&TaskQuery {
-                page: 1,
-                page_size: 10,
-                ..TaskQuery::default()
-            })
-            .await
-            .unwrap();
-        assert_eq!(total, 2);
-        assert!(page
-            .iter()
-            .all(|t| t.status == Status::Failed && t.reason.as_deref() == Some("unreadable")));
-        let balance = store.balance(&ann).await.unwrap();
-        assert_eq!((balance.held, balance.available()), (0, 5));
-        assert_eq!(store.recompute(&ann).await.unwrap(), balance);
-        let kinds: Vec<_> = store
-            .history(&ann, 10)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|r| (r.kind, r.amount))
-            .collect();
-        assert_eq!(kinds.len(), 5);
-        assert_eq!(kinds[..2], [("release".into(), 2), ("release".into(), 2)]);
-        // Read again: as ended, nothing moves twice.
-        assert_eq!(store.get(&got.id).await.unwrap().unwrap().version, 2);
-        assert_eq!(store.history(&ann, 10).await.unwrap().len(), 5);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,8 +3,13 @@
 //!
 //! ```sh
 //! STORE_CLIENTS=64 STORE_SECONDS=5 taskset -c 1 \
-//!     cargo test --release --lib task::throughput -- --ignored --nocapture
+//!     cargo test --release -p interlingua-store --lib throughput -- --ignored --nocapture
 //! ```
+//!
+//! `STORE_BACKEND=postgres` measures PostgreSQL instead (a cluster of its own, with PostgreSQL's
+//! default durability: `testkit::postgres::Postgres::durable`). `STORE_ACCOUNTS` spreads the
+//! holds over that many accounts (default 1): on PostgreSQL a hold locks its account's row until
+//! its transaction commits, so creates on one account commit one after another.
 //!
 //! Each client does what one create through the full pipeline asks of the store: the task with
 //! its hold, the update when the agent accepts it, the watcher's read, and the update that
@@ -17,7 +22,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 
 use crate::credits::{Account, Capture, Hold, Settlement};
-use crate::{SqliteStore, TaskStore};
+use crate::{Leases, Location, Migrations, TaskStore};
 use mapping::task::{Status, Task};
 
 fn setting(name: &str, default: u64) -> u64 {
@@ -27,7 +32,7 @@ fn setting(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-async fn create(store: &SqliteStore, hold: &Hold) {
+async fn create(store: &dyn TaskStore, hold: &Hold) {
     let mut task = Task::new("r", Utc::now());
     store.insert_with_hold(&task, Some(hold)).await.unwrap();
     task.status = Status::Running;
@@ -60,10 +65,32 @@ fn durable_creates_per_second() {
         .enable_all()
         .build()
         .unwrap();
+    let accounts = setting("STORE_ACCOUNTS", 1).max(1);
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
-    let account = Account::new("gold", "ann");
-    rt.block_on(store.grant(&account, 1 << 40, None)).unwrap();
+    let mut cluster = None;
+    let location = match std::env::var("STORE_BACKEND").as_deref() {
+        Ok("postgres") => {
+            // STORE_PG_FSYNC=off: the tests' cluster, to tell the disk's share from the rest.
+            let pg = cluster.insert(match std::env::var("STORE_PG_FSYNC").as_deref() {
+                Ok("off") => testkit::postgres::Postgres::start(),
+                _ => testkit::postgres::Postgres::durable(),
+            });
+            Location::Postgres {
+                url: pg.database("throughput"),
+                password: None,
+                pool_max: clients as usize,
+            }
+        }
+        _ => Location::Sqlite(dir.path().to_path_buf()),
+    };
+    let store = rt
+        .block_on(crate::open(&location, Leases::default(), Migrations::Apply))
+        .unwrap();
+    let subjects: Vec<String> = (0..accounts).map(|n| format!("ann{n}")).collect();
+    for subject in &subjects {
+        rt.block_on(store.grant(&Account::new("gold", subject), 1 << 40, None))
+            .unwrap();
+    }
     let until = Instant::now() + Duration::from_secs(seconds);
     let started = Instant::now();
     let count = Arc::new(AtomicU64::new(0));
@@ -81,18 +108,19 @@ fn durable_creates_per_second() {
             }
         });
         let workers: Vec<_> = (0..clients)
-            .map(|_| {
+            .map(|i| {
                 let store = store.clone();
                 let count = count.clone();
+                let subject = subjects[i as usize % subjects.len()].clone();
                 tokio::spawn(async move {
                     let hold = Hold {
                         plan: "gold".to_string(),
-                        subject: "ann".to_string(),
+                        subject,
                         amount: 1,
                     };
                     let mut n = 0u64;
                     while Instant::now() < until {
-                        create(&store, &hold).await;
+                        create(&*store, &hold).await;
                         n += 1;
                         count.fetch_add(1, Ordering::Relaxed);
                     }
@@ -107,10 +135,16 @@ fn durable_creates_per_second() {
         total
     });
     let secs = started.elapsed().as_secs_f64();
-    let balance = rt.block_on(store.balance(&account)).unwrap();
-    assert_eq!(rt.block_on(store.recompute(&account)).unwrap(), balance);
+    for subject in &subjects {
+        let account = Account::new("gold", subject);
+        let balance = rt.block_on(store.balance(&account)).unwrap();
+        assert_eq!(rt.block_on(store.recompute(&account)).unwrap(), balance);
+    }
     println!(
-        "{clients} clients: {done} creates in {secs:.1} s = {:.0} creates/s",
+        "{} {clients} clients, {accounts} accounts: {done} creates in {secs:.1} s = {:.0} creates/s",
+        store.backend(),
         done as f64 / secs
     );
+    drop(store);
+    drop(cluster);
 }

@@ -354,7 +354,7 @@ mod tests {
                 let row = super::super::rows::Row::new(t).unwrap();
                 store
                     .writer()
-                    .submit(move |c| super::super::rows::insert(c, &row))
+                    .submit(move |c| super::super::rows::insert(c, &row, ("h", 0)))
             })
             .collect();
         drop(go);

@@ -1,0 +1,301 @@
+//! The credit ledger's SQL on PostgreSQL (a create's hold is written with its task: see
+//! `rows::insert`). What SQLite gets from its one writer, this gets from row locks: a hold locks
+//! its account's row before checking the balance, a settlement locks the
+//! hold's row and then the account's, a revoke the account's; the unique keys make a repeated
+//! hold, capture or release a no-op, as on SQLite.
+
+use deadpool_postgres::GenericClient;
+
+use super::Fail;
+use crate::credits::{Account, Balance, LedgerRow, Settled, Settlement};
+use crate::ledger::{balance_of, compare, Plan, Planned, FROM_ROWS};
+use crate::store::StoreError;
+
+fn now() -> String {
+    mapping::task::time::format_iso_ms(chrono::Utc::now())
+}
+
+/// Writes a ledger row; `false` when it exists already (a unique key).
+async fn row(
+    c: &impl GenericClient,
+    account: &Account,
+    task: Option<&str>,
+    p: &Planned,
+) -> Result<bool, Fail> {
+    let stmt = c
+        .prepare_cached(
+            "INSERT INTO ledger (at, plan, subject, kind, amount, from_hold, task_id, step_id, note)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
+        )
+        .await?;
+    let n = c
+        .execute(
+            &stmt,
+            &[
+                &now(),
+                &account.plan,
+                &account.subject,
+                &p.kind,
+                &p.amount,
+                &p.from_hold,
+                &task,
+                &p.step,
+                &p.note,
+            ],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// The account's balance (zero for an account never seen); `lock`: its row stays locked until
+/// the transaction ends.
+pub(super) async fn balance(
+    c: &impl GenericClient,
+    a: &Account,
+    lock: bool,
+) -> Result<Balance, Fail> {
+    let stmt = c
+        .prepare_cached(if lock {
+            "SELECT granted, captured, held FROM accounts WHERE plan = $1 AND subject = $2 FOR UPDATE"
+        } else {
+            "SELECT granted, captured, held FROM accounts WHERE plan = $1 AND subject = $2"
+        })
+        .await?;
+    let found = c.query_opt(&stmt, &[&a.plan, &a.subject]).await?;
+    let totals = found.map_or((0, 0, 0), |r| (r.get(0), r.get(1), r.get(2)));
+    Ok(balance_of(a, totals))
+}
+
+async fn adjust(
+    c: &impl GenericClient,
+    a: &Account,
+    granted: i64,
+    captured: i64,
+    held: i64,
+) -> Result<(), Fail> {
+    let stmt = c
+        .prepare_cached(
+            "INSERT INTO accounts (plan, subject, granted, captured, held) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (plan, subject) DO UPDATE SET granted = accounts.granted + $3,
+                 captured = accounts.captured + $4, held = accounts.held + $5",
+        )
+        .await?;
+    c.execute(&stmt, &[&a.plan, &a.subject, &granted, &captured, &held])
+        .await?;
+    Ok(())
+}
+
+/// Grants (or, negative, revokes, never below what is available) credits.
+pub(super) async fn grant(
+    c: &impl GenericClient,
+    a: &Account,
+    amount: i64,
+    note: Option<&str>,
+) -> Result<Balance, Fail> {
+    if amount < 0 {
+        let b = balance(c, a, true).await?;
+        if b.available() < -amount {
+            return Err(StoreError::Insufficient {
+                available: b.available(),
+                needed: amount.unsigned_abs(),
+            }
+            .into());
+        }
+    }
+    let entry = Planned {
+        kind: if amount < 0 { "revoke" } else { "grant" },
+        amount: amount.abs(),
+        from_hold: 0,
+        step: None,
+        note: note.map(str::to_string),
+    };
+    row(c, a, None, &entry).await?;
+    adjust(c, a, amount, 0, 0).await?;
+    balance(c, a, false).await
+}
+
+/// The plan of the account a task's hold was taken from, if it holds credits.
+pub(super) async fn plan_of_hold(
+    c: &impl GenericClient,
+    task: &str,
+) -> Result<Option<String>, Fail> {
+    let stmt = c
+        .prepare_cached("SELECT plan FROM holds WHERE task_id = $1")
+        .await?;
+    Ok(c.query_opt(&stmt, &[&task]).await?.map(|r| r.get(0)))
+}
+
+/// Captures and releases for one task (see [`Plan`]), the hold's row and then the account's
+/// locked: two settlements of one task run one after the other. The rows the plan asks for are
+/// checked against the captures already written (under the hold's lock, none can appear
+/// meanwhile), then written.
+pub(super) async fn settle(
+    c: &impl GenericClient,
+    task: &str,
+    s: &Settlement,
+) -> Result<Settled, Fail> {
+    if s.is_empty() {
+        return Ok(Settled::default());
+    }
+    // The hold, its account's balance and the steps already charged, in one statement; the
+    // hold's and the account's rows locked.
+    let stmt = c
+        .prepare_cached(
+            "SELECT h.plan, h.subject, h.remaining, h.open, a.granted - a.captured - a.held,
+                    ARRAY(SELECT step_id FROM ledger
+                          WHERE task_id = $1 AND kind = 'capture' AND step_id IS NOT NULL)
+             FROM holds h JOIN accounts a ON a.plan = h.plan AND a.subject = h.subject
+             WHERE h.task_id = $1
+             FOR UPDATE OF h, a",
+        )
+        .await?;
+    // A hold's account exists: holding credits wrote it.
+    let Some(h) = c.query_opt(&stmt, &[&task]).await? else {
+        return Ok(Settled::default());
+    };
+    let account = Account::new(h.get(0), h.get(1));
+    let available: i64 = h.get(4);
+    let mut charged: std::collections::HashSet<String> =
+        h.get::<_, Vec<String>>(5).into_iter().collect();
+    let mut plan = Plan::new(h.get(2), h.get(3));
+    let mut rows = Vec::new();
+    plan.run(s, &mut || Ok(available), &mut |p| {
+        let new = match &p.step {
+            Some(step) => charged.insert(step.clone()),
+            // A release: the hold is open (the plan asks only then), so none was written.
+            None => true,
+        };
+        if new {
+            rows.push(p);
+        }
+        Ok(new)
+    })?;
+    // The rows, the account and the hold: pipelined, none needs another's answer.
+    let written = async {
+        for p in &rows {
+            row(c, &account, Some(task), p).await?;
+        }
+        Ok::<_, Fail>(())
+    };
+    let account_moved = async {
+        match plan.account() {
+            Some((captured, held)) => adjust(c, &account, 0, captured, held).await,
+            None => Ok(()),
+        }
+    };
+    let hold_moved = async {
+        if let Some((remaining, open)) = plan.hold(s) {
+            let stmt = c
+                .prepare_cached("UPDATE holds SET remaining = $1, open = $2 WHERE task_id = $3")
+                .await?;
+            c.execute(&stmt, &[&remaining, &open, &task]).await?;
+        }
+        Ok::<_, Fail>(())
+    };
+    let (written, account_moved, hold_moved) = tokio::join!(written, account_moved, hold_moved);
+    written?;
+    account_moved?;
+    hold_moved?;
+    Ok(plan.settled())
+}
+
+/// An account's rows, newest first.
+pub(super) async fn history(
+    c: &impl GenericClient,
+    a: &Account,
+    limit: u32,
+) -> Result<Vec<LedgerRow>, Fail> {
+    let stmt = c
+        .prepare_cached(
+            "SELECT seq, at, plan, subject, kind, amount, from_hold, task_id, step_id, note FROM ledger
+             WHERE plan = $1 AND subject = $2 ORDER BY seq DESC LIMIT $3",
+        )
+        .await?;
+    let limit = i64::from(limit.clamp(1, 10_000));
+    let rows = c.query(&stmt, &[&a.plan, &a.subject, &limit]).await?;
+    Ok(rows
+        .iter()
+        .map(|r| LedgerRow {
+            seq: r.get(0),
+            at: r.get(1),
+            plan: r.get(2),
+            subject: r.get(3),
+            kind: r.get(4),
+            amount: r.get(5),
+            from_hold: r.get(6),
+            task_id: r.get(7),
+            step_id: r.get(8),
+            note: r.get(9),
+        })
+        .collect())
+}
+
+/// PostgreSQL's `SUM` of `bigint` is `numeric`: the totals are cast back.
+fn from_rows() -> String {
+    FROM_ROWS
+        .replace("COALESCE(SUM(", "CAST(COALESCE(SUM(")
+        .replace("END), 0)", "END), 0) AS BIGINT)")
+}
+
+/// The balance from the rows alone.
+pub(super) async fn recompute(c: &impl GenericClient, a: &Account) -> Result<Balance, Fail> {
+    let r = c
+        .query_one(
+            &format!("SELECT {} WHERE plan = $1 AND subject = $2", from_rows()),
+            &[&a.plan, &a.subject],
+        )
+        .await?;
+    Ok(balance_of(a, (r.get(0), r.get(1), r.get(2))))
+}
+
+/// Every account whose balance differs from its rows.
+pub(super) async fn drifts(c: &impl GenericClient) -> Result<Vec<(Balance, Balance)>, Fail> {
+    let totals = |rows: Vec<tokio_postgres::Row>| -> Vec<Balance> {
+        rows.iter()
+            .map(|r| Balance {
+                plan: r.get(0),
+                subject: r.get(1),
+                granted: r.get(2),
+                captured: r.get(3),
+                held: r.get(4),
+            })
+            .collect()
+    };
+    let kept = c
+        .query(
+            "SELECT plan, subject, granted, captured, held FROM accounts",
+            &[],
+        )
+        .await?;
+    let added = c
+        .query(
+            &format!(
+                "SELECT plan, subject, {} GROUP BY plan, subject",
+                from_rows()
+            ),
+            &[],
+        )
+        .await?;
+    Ok(compare(totals(kept), totals(added)))
+}
+
+/// Every hold not yet released, with its task's document.
+#[allow(clippy::type_complexity)]
+pub(super) async fn open_holds(
+    c: &impl GenericClient,
+) -> Result<Vec<(String, Account, i64, Option<String>)>, Fail> {
+    let rows = c
+        .query(
+            "SELECT h.task_id, h.plan, h.subject, h.remaining, t.doc
+             FROM holds h LEFT JOIN tasks t ON t.id = h.task_id WHERE h.open",
+            &[],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let account = Account::new(r.get(1), r.get(2));
+            (r.get(0), account, r.get(3), r.get(4))
+        })
+        .collect())
+}

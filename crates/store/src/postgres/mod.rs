@@ -1,0 +1,504 @@
+//! The PostgreSQL task store, for several instances sharing tasks and credits: the same
+//! interface ([`TaskStore`]) and the same semantics as SQLite's, over a pool of connections
+//! (deadpool) to one database.
+//!
+//! | module      | what it is |
+//! |-------------|------------|
+//! | `rows`      | the tasks table's SQL, leases and refresh claims |
+//! | `ledger`    | the ledger's SQL: the hold in the transaction that checks the balance, with the account's row locked |
+//! | `purchases` | the purchases table's SQL |
+//!
+//! Every write is one transaction, as on SQLite. What one process's writer thread guarantees
+//! there is guaranteed here by row locks (`SELECT … FOR UPDATE` on the account a hold checks and
+//! on the hold a settlement changes) and by the same unique keys; a deadlock or serialization
+//! failure is retried a few times. Leases and refresh claims use the database's clock, never an
+//! instance's. Statements are prepared once per connection (deadpool's statement cache).
+//! Nothing waits forever: connecting, waiting for a connection and each operation have a
+//! deadline, after which the store answers `PostgreSQL unreachable: …`.
+
+mod ledger;
+mod purchases;
+mod rows;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::error::SqlState;
+
+use crate::credits::{Account, Audit, Balance, Capture, Hold, LedgerRow, Settled, Settlement};
+use crate::migrations::{Migrated, Migrations};
+use crate::purchases::Purchase;
+use crate::rows::{Row, Unreadable};
+use crate::store::{Leases, PoolStatus, StoreError, Stored, TaskQuery, TaskStore, Unfinished};
+use mapping::task::Task;
+
+/// How long one operation (all its statements, and waiting for a connection) may take.
+const OPERATION: Duration = Duration::from_secs(30);
+/// How long opening a connection may take.
+const CONNECT: Duration = Duration::from_secs(5);
+/// How many times a transaction that lost a deadlock or a serialization check is run again.
+const RETRIES: u32 = 5;
+
+/// Where the database is and how many connections an instance opens.
+#[derive(Clone)]
+pub struct PgConfig {
+    /// `postgres://user@host:port/database` (a password in it works too, but the environment
+    /// is the place for one: see `password`).
+    pub url: String,
+    /// The password, if not in the URL. Never logged.
+    pub password: Option<String>,
+    /// The most connections this instance opens.
+    pub pool_max: usize,
+}
+
+impl std::fmt::Debug for PgConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgConfig")
+            .field("url", &redacted(&self.url))
+            .field("password", &self.password.as_ref().map(|_| "…"))
+            .field("pool_max", &self.pool_max)
+            .finish()
+    }
+}
+
+/// The URL without a password in it.
+pub(crate) fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.find(':') {
+                Some(colon) => format!(
+                    "{}{}:…{}",
+                    &url[..scheme + 3],
+                    &userinfo[..colon],
+                    &url[at..]
+                ),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// The PostgreSQL task store.
+pub struct PgStore {
+    pool: Pool,
+    leases: Leases,
+}
+
+/// Why one attempt at an operation failed: for the caller, or (a deadlock, a serialization
+/// failure) worth another attempt.
+pub(crate) enum Fail {
+    Store(StoreError),
+    Db(tokio_postgres::Error),
+}
+
+impl From<StoreError> for Fail {
+    fn from(e: StoreError) -> Fail {
+        Fail::Store(e)
+    }
+}
+
+impl From<tokio_postgres::Error> for Fail {
+    fn from(e: tokio_postgres::Error) -> Fail {
+        Fail::Db(e)
+    }
+}
+
+impl From<Fail> for StoreError {
+    fn from(f: Fail) -> StoreError {
+        match f {
+            Fail::Store(e) => e,
+            Fail::Db(e) => pg(e),
+        }
+    }
+}
+
+impl Fail {
+    fn retryable(&self) -> bool {
+        matches!(self, Fail::Db(e) if e.code().is_some_and(|c| *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED))
+    }
+}
+
+/// A PostgreSQL error as the store reports it: the server's words for a database error; for a
+/// connection that failed or closed, `PostgreSQL unreachable`.
+pub(crate) fn pg(e: tokio_postgres::Error) -> StoreError {
+    match e.as_db_error() {
+        Some(db) => StoreError::Backend(format!("PostgreSQL: {}", db.message())),
+        None if e.is_closed()
+            || std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>()) =>
+        {
+            StoreError::Backend(format!("PostgreSQL unreachable: {e}"))
+        }
+        None => StoreError::Backend(format!("PostgreSQL: {e}")),
+    }
+}
+
+fn unreachable(why: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(format!("PostgreSQL unreachable: {why}"))
+}
+
+/// Runs an attempt (an expression giving a future of `Result<T, Fail>`, evaluated again for each
+/// attempt) until it succeeds, fails for good, or has lost [`RETRIES`] deadlocks; within
+/// [`OPERATION`] in all.
+macro_rules! attempt {
+    ($attempt:expr) => {{
+        let run = async {
+            let mut tries = 0;
+            loop {
+                match $attempt.await {
+                    Err(f) if f.retryable() && tries < RETRIES => tries += 1,
+                    done => break done.map_err(StoreError::from),
+                }
+            }
+        };
+        match tokio::time::timeout(OPERATION, run).await {
+            Ok(done) => done,
+            Err(_) => Err(unreachable(format!("no answer in {OPERATION:?}"))),
+        }
+    }};
+}
+
+/// A read-only transaction whose statements all see one state.
+async fn snapshot(
+    client: &mut deadpool_postgres::Client,
+) -> Result<deadpool_postgres::Transaction<'_>, tokio_postgres::Error> {
+    client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+}
+
+/// An attempt on a connection from the pool: `with_client!(self, c => call(&c, …))`.
+macro_rules! with_client {
+    ($store:ident, $c:ident => $call:expr) => {
+        async {
+            let $c = $store.client().await?;
+            $call.await
+        }
+    };
+}
+
+impl PgStore {
+    /// Connects (checking the database answers), then applies the migrations it lacks or, with
+    /// [`Migrations::Require`], refuses a database that lacks them.
+    pub async fn connect(
+        config: &PgConfig,
+        leases: Leases,
+        migrations: Migrations,
+    ) -> Result<(PgStore, Migrated), StoreError> {
+        let mut pg_config: tokio_postgres::Config = config
+            .url
+            .parse()
+            .map_err(|e| StoreError::Backend(format!("the PostgreSQL URL is not valid: {e}")))?;
+        if let Some(password) = &config.password {
+            pg_config.password(password);
+        }
+        pg_config.connect_timeout(CONNECT);
+        pg_config.keepalives(true);
+        pg_config.keepalives_idle(Duration::from_secs(30));
+        if pg_config.get_application_name().is_none() {
+            pg_config.application_name("interlingua");
+        }
+        let manager = Manager::from_config(
+            pg_config,
+            tokio_postgres::NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(config.pool_max.max(1))
+            .wait_timeout(Some(OPERATION))
+            .create_timeout(Some(CONNECT))
+            .recycle_timeout(Some(CONNECT))
+            .runtime(Runtime::Tokio1)
+            .build()
+            .map_err(|e| StoreError::Backend(format!("PostgreSQL pool: {e}")))?;
+        let store = PgStore { pool, leases };
+        let migrated = {
+            let mut client = store.client().await?;
+            let client: &mut tokio_postgres::Client = &mut client;
+            match tokio::time::timeout(OPERATION, crate::migrations::postgres(client, migrations))
+                .await
+            {
+                Ok(done) => done?,
+                Err(_) => return Err(unreachable(format!("no answer in {OPERATION:?}"))),
+            }
+        };
+        Ok((store, migrated))
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Client, StoreError> {
+        self.pool.get().await.map_err(|e| match e {
+            deadpool_postgres::PoolError::Backend(e) => pg(e),
+            e => unreachable(e),
+        })
+    }
+
+    /// The lease length in seconds, as PostgreSQL's `make_interval` takes it.
+    fn ttl(&self) -> f64 {
+        self.leases.ttl.as_secs_f64()
+    }
+
+    async fn insert_once(&self, row: &Row, hold: Option<&Hold>) -> Result<(), Fail> {
+        let client = self.client().await?;
+        let (holder, ttl) = (&self.leases.holder, self.ttl());
+        let Some(h) = hold else {
+            rows::insert(&client, row, holder, ttl, None).await?;
+            return Ok(());
+        };
+        let account = Account::new(&h.plan, &h.subject);
+        let amount = h.amount as i64;
+        if rows::insert(&client, row, holder, ttl, Some((&account, amount))).await? {
+            return Ok(());
+        }
+        let available = ledger::balance(&client, &account, false).await?.available();
+        Err(StoreError::Insufficient {
+            available,
+            needed: h.amount,
+        }
+        .into())
+    }
+
+    async fn insert_many_once(&self, rows: &[Row]) -> Result<(), Fail> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        for row in rows {
+            rows::insert(&tx, row, &self.leases.holder, self.ttl(), None).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn settle_once(
+        &self,
+        row: Option<(&Row, i64)>,
+        task_id: &str,
+        settlement: &Settlement,
+    ) -> Result<Settled, Fail> {
+        let mut client = self.client().await?;
+        if settlement.is_empty() {
+            // One statement is its own transaction: no BEGIN and COMMIT to wait for.
+            if let Some((row, version)) = row {
+                rows::update(&client, row, version).await?;
+            }
+            return Ok(Settled::default());
+        }
+        let tx = client.transaction().await?;
+        // Pipelined: the settlement's reads go out behind the update. A stale version fails
+        // the update (and so the transaction): that is the error to report.
+        let update = async {
+            match row {
+                Some((row, version)) => rows::update(&tx, row, version).await,
+                None => Ok(()),
+            }
+        };
+        let (updated, settled) = tokio::join!(update, ledger::settle(&tx, task_id, settlement));
+        updated?;
+        let settled = settled?;
+        tx.commit().await?;
+        Ok(settled)
+    }
+
+    async fn grant_once(
+        &self,
+        account: &Account,
+        amount: i64,
+        note: Option<&str>,
+    ) -> Result<Balance, Fail> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let balance = ledger::grant(&tx, account, amount, note).await?;
+        tx.commit().await?;
+        Ok(balance)
+    }
+
+    /// Ends a task whose document cannot be read, and releases its hold, in one transaction
+    /// (as [`SqliteStore`](crate::SqliteStore) does).
+    async fn end_unreadable_once(&self, u: &Unreadable) -> Result<Option<Stored>, Fail> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let plan = ledger::plan_of_hold(&tx, &u.id).await?;
+        let Some((stored, rewritten)) = rows::end_unreadable(&tx, &u.id, &u.why, plan).await?
+        else {
+            return Ok(None);
+        };
+        if rewritten {
+            let release = Settlement {
+                captures: Vec::new(),
+                release: true,
+            };
+            let released = ledger::settle(&tx, &u.id, &release).await?.released;
+            tracing::warn!(task = %u.id, released, "a stored task could not be read ({}): it was ended, its hold released", u.why);
+        }
+        tx.commit().await?;
+        Ok(Some(stored))
+    }
+
+    async fn end_unreadable(&self, u: Unreadable) -> Result<Option<Stored>, StoreError> {
+        attempt!(self.end_unreadable_once(&u))
+    }
+
+    async fn search_once(&self, q: &TaskQuery) -> Result<(Vec<rows::ReadTask>, u64), Fail> {
+        let mut client = self.client().await?;
+        // The count and the page from one snapshot, so that they agree.
+        let tx = snapshot(&mut client).await?;
+        let found = rows::search(&tx, q).await?;
+        tx.commit().await?;
+        Ok(found)
+    }
+
+    async fn audit_once(&self) -> Result<Audit, Fail> {
+        let mut client = self.client().await?;
+        let tx = snapshot(&mut client).await?;
+        let audit = crate::store::audit_of(
+            ledger::drifts(&tx).await?,
+            ledger::open_holds(&tx).await?,
+            rows::unfinished(&tx).await?,
+        );
+        tx.commit().await?;
+        Ok(audit)
+    }
+
+    async fn recompute_once(&self, account: &Account) -> Result<Balance, Fail> {
+        let mut client = self.client().await?;
+        let tx = snapshot(&mut client).await?;
+        let balance = ledger::recompute(&tx, account).await?;
+        tx.commit().await?;
+        Ok(balance)
+    }
+}
+
+#[async_trait]
+impl TaskStore for PgStore {
+    async fn insert_with_hold(&self, task: &Task, hold: Option<&Hold>) -> Result<(), StoreError> {
+        let row = Row::new(task)?;
+        let hold = hold.filter(|h| h.amount > 0);
+        attempt!(self.insert_once(&row, hold))
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<Stored>, StoreError> {
+        let found = attempt!(with_client!(self, c => rows::get(&c, id)))?;
+        match found {
+            None => Ok(None),
+            Some(Ok(stored)) => Ok(Some(stored)),
+            Some(Err(unreadable)) => self.end_unreadable(unreadable).await,
+        }
+    }
+
+    async fn update_and_settle(
+        &self,
+        task: &Task,
+        version: i64,
+        settlement: &Settlement,
+    ) -> Result<(i64, Settled), StoreError> {
+        let row = Row::new(task)?;
+        let settled = attempt!(self.settle_once(Some((&row, version)), &row.id, settlement))?;
+        Ok((version + 1, settled))
+    }
+
+    async fn insert_many(&self, tasks: &[Task]) -> Result<(), StoreError> {
+        let rows = tasks.iter().map(Row::new).collect::<Result<Vec<_>, _>>()?;
+        attempt!(self.insert_many_once(&rows))
+    }
+
+    async fn charge(&self, task_id: &str, capture: &Capture) -> Result<Settled, StoreError> {
+        let settlement = Settlement {
+            captures: vec![capture.clone()],
+            release: false,
+        };
+        attempt!(self.settle_once(None, task_id, &settlement))
+    }
+
+    async fn grant(
+        &self,
+        account: &Account,
+        amount: i64,
+        note: Option<&str>,
+    ) -> Result<Balance, StoreError> {
+        attempt!(self.grant_once(account, amount, note))
+    }
+
+    async fn balance(&self, account: &Account) -> Result<Balance, StoreError> {
+        attempt!(with_client!(self, c => ledger::balance(&c, account, false)))
+    }
+
+    async fn history(&self, account: &Account, limit: u32) -> Result<Vec<LedgerRow>, StoreError> {
+        attempt!(with_client!(self, c => ledger::history(&c, account, limit)))
+    }
+
+    async fn recompute(&self, account: &Account) -> Result<Balance, StoreError> {
+        attempt!(self.recompute_once(account))
+    }
+
+    async fn search(&self, q: &TaskQuery) -> Result<(Vec<Task>, u64), StoreError> {
+        let (found, total) = attempt!(self.search_once(q))?;
+        let tasks = crate::store::ending_unreadable(found, |u| self.end_unreadable(u)).await?;
+        Ok((tasks, total))
+    }
+
+    async fn unfinished(&self) -> Result<Vec<Unfinished>, StoreError> {
+        attempt!(with_client!(self, c => rows::unfinished(&c)))
+    }
+
+    async fn audit(&self) -> Result<Audit, StoreError> {
+        attempt!(self.audit_once())
+    }
+
+    async fn save_purchase(&self, purchase: &Purchase) -> Result<(), StoreError> {
+        attempt!(with_client!(self, c => purchases::save(&c, purchase)))
+    }
+
+    async fn purchases(&self, task_id: &str) -> Result<Vec<Purchase>, StoreError> {
+        attempt!(with_client!(self, c => purchases::of_task(&c, task_id)))
+    }
+
+    async fn claim_leases(&self, limit: u32) -> Result<Vec<Unfinished>, StoreError> {
+        let (holder, ttl) = (&self.leases.holder, self.ttl());
+        attempt!(with_client!(self, c => rows::claim(&c, holder, ttl, limit)))
+    }
+
+    async fn renew_leases(&self) -> Result<Vec<String>, StoreError> {
+        let (holder, ttl) = (&self.leases.holder, self.ttl());
+        attempt!(with_client!(self, c => rows::renew(&c, holder, ttl)))
+    }
+
+    async fn hand_back_leases(&self) -> Result<u64, StoreError> {
+        let holder = &self.leases.holder;
+        attempt!(with_client!(self, c => rows::hand_back(&c, holder)))
+    }
+
+    async fn claim_refresh(&self, task_id: &str, fresh: Duration) -> Result<bool, StoreError> {
+        let fresh = fresh.as_secs_f64();
+        attempt!(with_client!(self, c => rows::claim_refresh(&c, task_id, fresh)))
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let ping = async {
+            let client = self.client().await?;
+            client.simple_query("SELECT 1").await.map_err(pg)?;
+            Ok(())
+        };
+        match tokio::time::timeout(Duration::from_secs(2), ping).await {
+            Ok(done) => done,
+            Err(_) => Err(unreachable("no answer to a ping in 2 s")),
+        }
+    }
+
+    fn pool(&self) -> Option<PoolStatus> {
+        let s = self.pool.status();
+        Some(PoolStatus {
+            size: s.size,
+            idle: s.available,
+            max: s.max_size,
+        })
+    }
+
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+}

@@ -1,0 +1,823 @@
+//! One store suite, two backends: every test here runs against SQLite (a file in a temporary
+//! directory) and against PostgreSQL (a fresh database on one cluster per test binary, started
+//! at the first use: see `testkit::postgres` for how it ends with the process). Then the tests
+//! of what only PostgreSQL does: several instances on one database.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use chrono::Utc;
+use mapping::task::{Status, Task};
+use store::{
+    Account, Capture, Hold, Leases, LedgerRow, Location, Migrations, Settlement, StoreError,
+    TaskQuery, TaskStore,
+};
+use testkit::postgres::Postgres;
+
+/// A database the stores of one test share.
+enum Db {
+    Sqlite(tempfile::TempDir),
+    Postgres(String),
+}
+
+impl Db {
+    fn sqlite() -> Db {
+        Db::Sqlite(tempfile::tempdir().unwrap())
+    }
+
+    fn postgres() -> Db {
+        static CLUSTER: OnceLock<Postgres> = OnceLock::new();
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let cluster = CLUSTER.get_or_init(Postgres::start);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        Db::Postgres(cluster.database(&format!("suite_{n}")))
+    }
+
+    fn location(&self) -> Location {
+        match self {
+            Db::Sqlite(dir) => Location::Sqlite(dir.path().to_path_buf()),
+            Db::Postgres(url) => Location::Postgres {
+                url: url.clone(),
+                password: None,
+                pool_max: 32,
+            },
+        }
+    }
+
+    /// A store (an instance) on the database, leasing as `holder` for a minute.
+    async fn store_as(&self, holder: &str) -> Arc<dyn TaskStore> {
+        let leases = Leases {
+            holder: holder.to_string(),
+            ttl: Duration::from_secs(60),
+        };
+        store::open(&self.location(), leases, Migrations::Apply)
+            .await
+            .unwrap()
+    }
+
+    async fn store(&self) -> Arc<dyn TaskStore> {
+        self.store_as("one").await
+    }
+
+    /// Runs SQL on the database behind the stores' backs (damaging documents, ending leases).
+    async fn execute(&self, sql: &str) {
+        match self {
+            Db::Sqlite(dir) => {
+                let c = rusqlite::Connection::open(dir.path().join("interlingua.db")).unwrap();
+                c.busy_timeout(Duration::from_secs(5)).unwrap();
+                c.execute_batch(sql).unwrap();
+            }
+            Db::Postgres(url) => {
+                let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+                    .await
+                    .unwrap();
+                tokio::spawn(connection);
+                client.batch_execute(sql).await.unwrap();
+            }
+        }
+    }
+
+    /// Ends the lease on the task with this id, as if its holder had not renewed it.
+    async fn lapse(&self, id: &str) {
+        let past = match self {
+            Db::Sqlite(_) => "0",
+            Db::Postgres(_) => "now() - interval '1 second'",
+        };
+        self.execute(&format!(
+            "UPDATE tasks SET lease_until = {past} WHERE id = '{id}'"
+        ))
+        .await;
+    }
+}
+
+/// Each test, once per backend: `mod <test> { fn sqlite(); fn postgres(); }`.
+macro_rules! both {
+    ($($test:ident),* $(,)?) => {
+        $(
+            mod $test {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn sqlite() {
+                    super::$test(super::Db::sqlite()).await
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn postgres() {
+                    super::$test(super::Db::postgres()).await
+                }
+            }
+        )*
+    };
+}
+
+both!(
+    insert_get_update_with_versions,
+    search_and_unfinished,
+    every_filter_narrows_the_search_and_the_total_counts_all_pages,
+    the_task_holding_a_step_is_found_by_the_steps_id_on_its_route_only,
+    concurrent_holds_never_take_more_than_the_balance,
+    nothing_too_deep_to_read_back_is_written,
+    a_task_that_cannot_be_read_is_ended_where_it_is_read_or_found,
+    insert_many_is_all_or_none,
+    captures_beyond_the_hold_take_the_balance_and_note_what_it_did_not_cover,
+    a_capture_is_charged_once_and_the_release_frees_the_rest_once,
+    a_revoke_never_takes_more_than_is_available,
+    purchases_are_saved_and_replaced,
+    the_audit_reads_open_holds_and_unstarted_tasks,
+    leases_lapse_are_taken_over_renewed_and_handed_back,
+);
+
+async fn insert_get_update_with_versions(db: Db) {
+    let store = db.store().await;
+    let mut t = Task::new("r", Utc::now());
+    store.insert(&t).await.unwrap();
+    assert_eq!(
+        store.insert(&t).await,
+        Err(StoreError::Duplicate(t.id.clone()))
+    );
+    let stored = store.get(&t.id).await.unwrap().unwrap();
+    assert_eq!(stored.version, 1);
+    assert_eq!(stored.task, t);
+    t.status = Status::Running;
+    assert_eq!(store.update(&t, 1).await, Ok(2));
+    // A writer still holding version 1 has lost the race.
+    assert_eq!(store.update(&t, 1).await, Err(StoreError::Conflict));
+    assert!(store.get("nope").await.unwrap().is_none());
+}
+
+async fn search_and_unfinished(db: Db) {
+    let store = db.store().await;
+    for i in 0..5 {
+        let mut t = Task::new(if i < 3 { "a" } else { "b" }, Utc::now());
+        if i == 0 {
+            t.status = Status::Completed;
+        }
+        store.insert(&t).await.unwrap();
+    }
+    let (found, total) = store
+        .search(&TaskQuery {
+            route: Some("a".into()),
+            page: 1,
+            page_size: 2,
+            ..TaskQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!((found.len(), total), (2, 3));
+    assert_eq!(store.unfinished().await.unwrap().len(), 4);
+}
+
+async fn every_filter_narrows_the_search_and_the_total_counts_all_pages(db: Db) {
+    let store = db.store().await;
+    for i in 0..12u32 {
+        let mut t = Task::new(if i % 2 == 0 { "a" } else { "b" }, Utc::now());
+        t.subject = Some(if i % 3 == 0 { "ann" } else { "bob" }.into());
+        t.status = if i < 4 {
+            Status::Completed
+        } else {
+            Status::Running
+        };
+        t.name = Some(format!("n{}", i % 4));
+        t.conversation = Some(format!("c{}", i % 5));
+        store.insert(&t).await.unwrap();
+    }
+    let count = |q: TaskQuery| {
+        let store = &store;
+        async move {
+            let (page, total) = store.search(&q).await.unwrap();
+            (page.len(), total)
+        }
+    };
+    let q = |route: Option<&str>, subject: Option<&str>| TaskQuery {
+        route: route.map(str::to_string),
+        subject: subject.map(str::to_string),
+        page: 1,
+        page_size: 3,
+        ..TaskQuery::default()
+    };
+    assert_eq!(count(q(None, None)).await, (3, 12));
+    assert_eq!(count(q(Some("a"), None)).await, (3, 6));
+    // Route a: i = 0, 2, 4, 6, 8, 10; of those ann's: 0, 6.
+    assert_eq!(count(q(Some("a"), Some("ann"))).await, (2, 2));
+    let running = TaskQuery {
+        status: Some(Status::Running),
+        ..q(Some("a"), None)
+    };
+    assert_eq!(count(running).await, (3, 4));
+    let named = TaskQuery {
+        name: Some("n2".into()),
+        ..q(Some("a"), None)
+    };
+    // n2: i = 2, 6, 10.
+    assert_eq!(count(named).await, (3, 3));
+    let conversation = TaskQuery {
+        conversation: Some("c1".into()),
+        ..q(None, None)
+    };
+    // c1: i = 1, 6, 11.
+    assert_eq!(count(conversation).await, (3, 3));
+    let (all, _) = store.search(&q(Some("a"), None)).await.unwrap();
+    let one = TaskQuery {
+        id: Some(all[1].id.clone()),
+        ..q(Some("a"), None)
+    };
+    assert_eq!(count(one).await, (1, 1));
+    let elsewhere = TaskQuery {
+        id: Some(all[1].id.clone()),
+        ..q(Some("b"), None)
+    };
+    assert_eq!(count(elsewhere).await, (0, 0));
+    let second_page = TaskQuery {
+        page: 2,
+        ..q(Some("a"), None)
+    };
+    assert_eq!(count(second_page).await, (3, 6));
+    // A conversation changed by an update is found under its new id only.
+    let mut moved = all[0].clone();
+    moved.conversation = Some("c9".into());
+    let version = store.get(&moved.id).await.unwrap().unwrap().version;
+    store.update(&moved, version).await.unwrap();
+    let c9 = TaskQuery {
+        conversation: Some("c9".into()),
+        ..q(None, None)
+    };
+    assert_eq!(count(c9).await, (1, 1));
+}
+
+async fn the_task_holding_a_step_is_found_by_the_steps_id_on_its_route_only(db: Db) {
+    let store = db.store().await;
+    let now = Utc::now();
+    let mut holder = Task::new("a", now);
+    holder.subject = Some("ann".into());
+    holder.start_steps(now);
+    let step_id = holder.steps[0].id.clone();
+    store.insert(&holder).await.unwrap();
+    let mut other = Task::new("a", now);
+    other.subject = Some("ann".into());
+    other.start_steps(now);
+    store.insert(&other).await.unwrap();
+    let query = |route: &str, subject: &str, step: &str| TaskQuery {
+        route: Some(route.into()),
+        subject: Some(subject.into()),
+        holding_step: Some(step.into()),
+        page: 1,
+        page_size: 10,
+        ..TaskQuery::default()
+    };
+    let (found, total) = store.search(&query("a", "ann", &step_id)).await.unwrap();
+    assert_eq!(total, 1);
+    assert_eq!(found[0].id, holder.id);
+    // Another subject's, another route's: not there.
+    for (route, subject, step) in [
+        ("a", "bob", &*step_id),
+        ("b", "ann", &step_id),
+        ("a", "ann", "step-none"),
+    ] {
+        assert_eq!(
+            store.search(&query(route, subject, step)).await.unwrap().1,
+            0
+        );
+    }
+}
+
+async fn concurrent_holds_never_take_more_than_the_balance(db: Db) {
+    holds_against_the_balance(vec![db.store().await]).await;
+}
+
+/// 300 creates, each holding 1 credit of 40, spread over `stores` (instances): exactly 40 hold.
+async fn holds_against_the_balance(stores: Vec<Arc<dyn TaskStore>>) {
+    const CREDITS: usize = 40;
+    const CALLS: usize = 300;
+    let account = Account::new("gold", "ann");
+    stores[0]
+        .grant(&account, CREDITS as i64, None)
+        .await
+        .unwrap();
+    let calls: Vec<_> = (0..CALLS)
+        .map(|i| {
+            let store = stores[i % stores.len()].clone();
+            tokio::spawn(async move {
+                let hold = Hold {
+                    plan: "gold".to_string(),
+                    subject: "ann".to_string(),
+                    amount: 1,
+                };
+                store
+                    .insert_with_hold(&Task::new("r", Utc::now()), Some(&hold))
+                    .await
+            })
+        })
+        .collect();
+    let mut held = 0;
+    for call in calls {
+        match call.await.unwrap() {
+            Ok(()) => held += 1,
+            Err(StoreError::Insufficient {
+                available: 0,
+                needed: 1,
+            }) => {}
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    }
+    assert_eq!(held, CREDITS);
+    for store in &stores {
+        let balance = store.balance(&account).await.unwrap();
+        assert_eq!((balance.held, balance.available()), (CREDITS as i64, 0));
+        assert_eq!(store.recompute(&account).await.unwrap(), balance);
+    }
+}
+
+/// SQLite in memory reads through its writer: the same limit holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn holds_in_memory_never_take_more_than_the_balance() {
+    let store = store::SqliteStore::in_memory().unwrap();
+    holds_against_the_balance(vec![Arc::new(store)]).await;
+}
+
+async fn nothing_too_deep_to_read_back_is_written(db: Db) {
+    let store = db.store().await;
+    let deep =
+        |levels: usize| (0..levels).fold(serde_json::json!(1), |v, _| serde_json::json!([v]));
+    let mut t = Task::new("r", Utc::now());
+    // The task is 1 level, its input 1: params of 125 levels are as deep as decodes.
+    t.input.params = Some(deep(125));
+    store.insert(&t).await.unwrap();
+    assert_eq!(store.get(&t.id).await.unwrap().unwrap().task, t);
+    t.input.params = Some(deep(126));
+    assert_eq!(
+        store.update(&t, 1).await,
+        Err(StoreError::TooDeep {
+            depth: 128,
+            limit: 127
+        })
+    );
+    let mut other = Task::new("r", Utc::now());
+    other.payment = Some(deep(127));
+    assert!(matches!(
+        store.insert(&other).await,
+        Err(StoreError::TooDeep { depth: 128, .. })
+    ));
+    assert!(store.get(&other.id).await.unwrap().is_none());
+}
+
+async fn a_task_that_cannot_be_read_is_ended_where_it_is_read_or_found(db: Db) {
+    let store = db.store().await;
+    let ann = Account::new("gold", "ann");
+    store.grant(&ann, 5, None).await.unwrap();
+    let hold = Hold {
+        plan: "gold".to_string(),
+        subject: "ann".to_string(),
+        amount: 2,
+    };
+    let (got, found) = (Task::new("r", Utc::now()), Task::new("r", Utc::now()));
+    for t in [&got, &found] {
+        let mut t = t.clone();
+        t.subject = Some("ann".to_string());
+        store.insert_with_hold(&t, Some(&hold)).await.unwrap();
+    }
+    db.execute("UPDATE tasks SET doc = 'not json'").await;
+    let read = store.get(&got.id).await.unwrap().unwrap();
+    assert_eq!(
+        (read.task.status, read.task.reason.as_deref(), read.version),
+        (Status::Failed, Some("unreadable"), 2)
+    );
+    assert_eq!(
+        (read.task.subject.as_deref(), read.task.plan.as_deref()),
+        (Some("ann"), Some("gold"))
+    );
+    let (page, total) = store
+        .search(&TaskQuery {
+            page: 1,
+            page_size: 10,
+            ..TaskQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(total, 2);
+    assert!(page
+        .iter()
+        .all(|t| t.status == Status::Failed && t.reason.as_deref() == Some("unreadable")));
+    let balance = store.balance(&ann).await.unwrap();
+    assert_eq!((balance.held, balance.available()), (0, 5));
+    assert_eq!(store.recompute(&ann).await.unwrap(), balance);
+    let kinds: Vec<_> = store
+        .history(&ann, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.kind, r.amount))
+        .collect();
+    assert_eq!(kinds.len(), 5);
+    assert_eq!(kinds[..2], [("release".into(), 2), ("release".into(), 2)]);
+    // Read again: as ended, nothing moves twice.
+    assert_eq!(store.get(&got.id).await.unwrap().unwrap().version, 2);
+    assert_eq!(store.history(&ann, 10).await.unwrap().len(), 5);
+}
+
+async fn insert_many_is_all_or_none(db: Db) {
+    let store = db.store().await;
+    let taken = Task::new("r", Utc::now());
+    store.insert(&taken).await.unwrap();
+    let fresh = Task::new("r", Utc::now());
+    assert_eq!(
+        store.insert_many(&[fresh.clone(), taken.clone()]).await,
+        Err(StoreError::Duplicate(taken.id.clone()))
+    );
+    assert!(store.get(&fresh.id).await.unwrap().is_none());
+    let more: Vec<_> = (0..3).map(|_| Task::new("r", Utc::now())).collect();
+    store.insert_many(&more).await.unwrap();
+    assert_eq!(store.unfinished().await.unwrap().len(), 4);
+}
+
+fn capture(step: &str, amount: u64) -> Capture {
+    Capture {
+        step_id: step.to_string(),
+        amount,
+    }
+}
+
+/// A store with `granted` credits for ann, and a task holding `held` of them.
+async fn held(db: &Db, granted: i64, held: u64) -> (Arc<dyn TaskStore>, Account, Task) {
+    let store = db.store().await;
+    let ann = Account::new("gold", "ann");
+    store.grant(&ann, granted, None).await.unwrap();
+    let task = Task::new("r", Utc::now());
+    let hold = Hold {
+        plan: "gold".to_string(),
+        subject: "ann".to_string(),
+        amount: held,
+    };
+    store.insert_with_hold(&task, Some(&hold)).await.unwrap();
+    (store, ann, task)
+}
+
+/// Checks ann's ledger, oldest row first (kind, amount, from_hold, note), and her balance
+/// (captured, held, available), which the rows must add up to.
+async fn assert_ledger(
+    store: &Arc<dyn TaskStore>,
+    ann: &Account,
+    rows: &[(&str, i64, i64, Option<&str>)],
+    balance: (i64, i64, i64),
+) {
+    let history: Vec<LedgerRow> = store.history(ann, 100).await.unwrap();
+    let found: Vec<_> = history
+        .iter()
+        .rev()
+        .map(|r| (r.kind.as_str(), r.amount, r.from_hold, r.note.as_deref()))
+        .collect();
+    assert_eq!(found, rows);
+    let b = store.balance(ann).await.unwrap();
+    assert_eq!((b.captured, b.held, b.available()), balance);
+    assert_eq!(store.recompute(ann).await.unwrap(), b);
+    assert!(store.audit().await.unwrap().drifts.is_empty());
+}
+
+async fn captures_beyond_the_hold_take_the_balance_and_note_what_it_did_not_cover(db: Db) {
+    // 10 granted, 4 held; the steps cost 3, 5 and 4: the first from the hold, the second
+    // 1 from the hold and 4 from the balance, the third only the 2 the balance has left.
+    let (store, ann, task) = held(&db, 10, 4).await;
+    let settlement = Settlement {
+        captures: vec![capture("a", 3), capture("b", 5), capture("c", 4)],
+        release: true,
+    };
+    let v = store.update(&task, 1).await.unwrap();
+    let (_, settled) = store
+        .update_and_settle(&task, v, &settlement)
+        .await
+        .unwrap();
+    assert_eq!((settled.captured, settled.released), (10, 0));
+    assert_ledger(
+        &store,
+        &ann,
+        &[
+            ("grant", 10, 0, None),
+            ("hold", 4, 0, None),
+            ("capture", 3, 3, None),
+            ("capture", 5, 1, None),
+            (
+                "capture",
+                2,
+                0,
+                Some("2 credits not covered by the balance"),
+            ),
+            ("release", 0, 0, None),
+        ],
+        (10, 0, 0),
+    )
+    .await;
+}
+
+async fn a_capture_is_charged_once_and_the_release_frees_the_rest_once(db: Db) {
+    let (store, ann, task) = held(&db, 10, 4).await;
+    let once = capture("a", 1);
+    let end = Settlement {
+        captures: vec![capture("a", 1)],
+        release: true,
+    };
+    let a = store.charge(&task.id, &once).await.unwrap();
+    let b = store.charge(&task.id, &once).await.unwrap();
+    assert_eq!((a.captured, b.captured), (1, 0));
+    let v = store.update(&task, 1).await.unwrap();
+    let (v, ended) = store.update_and_settle(&task, v, &end).await.unwrap();
+    assert_eq!((ended.captured, ended.released), (0, 3));
+    let (_, again) = store.update_and_settle(&task, v, &end).await.unwrap();
+    assert_eq!((again.captured, again.released), (0, 0));
+    assert_ledger(
+        &store,
+        &ann,
+        &[
+            ("grant", 10, 0, None),
+            ("hold", 4, 0, None),
+            ("capture", 1, 1, None),
+            ("release", 3, 0, None),
+        ],
+        (1, 0, 9),
+    )
+    .await;
+}
+
+async fn a_revoke_never_takes_more_than_is_available(db: Db) {
+    let (store, ann, _) = held(&db, 10, 4).await;
+    assert_eq!(
+        store.grant(&ann, -7, None).await,
+        Err(StoreError::Insufficient {
+            available: 6,
+            needed: 7
+        })
+    );
+    let after = store.grant(&ann, -6, Some("refund")).await.unwrap();
+    assert_eq!((after.granted, after.held, after.available()), (4, 4, 0));
+    assert_eq!(store.recompute(&ann).await.unwrap(), after);
+}
+
+async fn purchases_are_saved_and_replaced(db: Db) {
+    let store = db.store().await;
+    let at = Utc::now();
+    let mut p = store::Purchase {
+        task_id: "t1".into(),
+        rail: "masumi".into(),
+        reference: "ref-1".into(),
+        state: store::PurchaseState::Pending,
+        detail: None,
+        request: Some(serde_json::json!({"amount": 3})),
+        service: None,
+        calls: Vec::new(),
+        created_at: at,
+        updated_at: at,
+    };
+    store.save_purchase(&p).await.unwrap();
+    p.state = store::PurchaseState::Locked;
+    p.calls
+        .push(serde_json::json!({"call": "status", "http": 200}));
+    store.save_purchase(&p).await.unwrap();
+    let found = store.purchases("t1").await.unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(
+        (found[0].state, found[0].calls.len(), &found[0].request),
+        (store::PurchaseState::Locked, 1, &p.request)
+    );
+    assert!(store.purchases("t2").await.unwrap().is_empty());
+}
+
+async fn the_audit_reads_open_holds_and_unstarted_tasks(db: Db) {
+    let (store, ann, task) = held(&db, 10, 4).await;
+    let mut started = Task::new("r", Utc::now());
+    started.upstream_id = Some("up-1".into());
+    store.insert(&started).await.unwrap();
+    let audit = store.audit().await.unwrap();
+    assert!(audit.drifts.is_empty());
+    let holds: Vec<_> = audit
+        .open_holds
+        .iter()
+        .map(|h| (h.task_id.as_str(), h.subject.as_str(), h.remaining))
+        .collect();
+    assert_eq!(holds, [(task.id.as_str(), "ann", 4)]);
+    let unstarted: Vec<_> = audit.unstarted.iter().map(|u| u.task_id.as_str()).collect();
+    assert_eq!(unstarted, [task.id.as_str()]);
+    // A balance changed behind the ledger's back is a drift.
+    db.execute("UPDATE accounts SET granted = 11").await;
+    let drifts = store.audit().await.unwrap().drifts;
+    assert_eq!(drifts.len(), 1);
+    assert_eq!((drifts[0].0.granted, drifts[0].1.granted), (11, 10));
+    let _ = ann;
+}
+
+async fn leases_lapse_are_taken_over_renewed_and_handed_back(db: Db) {
+    let (a, b) = (db.store_as("a").await, db.store_as("b").await);
+    // Nothing to claim yet (on SQLite, this first claim ends the opening sweep: see below).
+    assert_eq!(b.claim_leases(10).await.unwrap(), []);
+    let now = Utc::now();
+    let (one, two) = (
+        Task::new("r", now),
+        Task::new("r", now + chrono::Duration::seconds(1)),
+    );
+    a.insert(&one).await.unwrap();
+    a.insert(&two).await.unwrap();
+    // a's leases are live: b takes nothing.
+    assert_eq!(b.claim_leases(10).await.unwrap(), []);
+    db.lapse(&one.id).await;
+    let taken: Vec<_> = b
+        .claim_leases(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|u| (u.id, u.taken_from))
+        .collect();
+    assert_eq!(taken, [(one.id.clone(), Some("a".to_string()))]);
+    // a learns it at its renewal: it holds `two` only.
+    assert_eq!(
+        a.renew_leases().await.unwrap(),
+        std::slice::from_ref(&two.id)
+    );
+    assert_eq!(
+        b.renew_leases().await.unwrap(),
+        std::slice::from_ref(&one.id)
+    );
+    // Handed back: claimable at once, from nobody.
+    assert_eq!(a.hand_back_leases().await.unwrap(), 1);
+    assert_eq!(a.renew_leases().await.unwrap(), Vec::<String>::new());
+    let taken: Vec<_> = b
+        .claim_leases(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|u| (u.id, u.taken_from))
+        .collect();
+    assert_eq!(taken, [(two.id.clone(), None)]);
+    // An ended task is nobody's concern.
+    let mut done = two.clone();
+    done.status = Status::Completed;
+    b.update(&done, 1).await.unwrap();
+    assert_eq!(
+        b.renew_leases().await.unwrap(),
+        std::slice::from_ref(&one.id)
+    );
+}
+
+// What only PostgreSQL does: several instances on one database.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_instances_never_hold_more_than_the_balance() {
+    let db = Db::postgres();
+    holds_against_the_balance(vec![db.store_as("a").await, db.store_as("b").await]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn instances_claiming_at_once_take_each_task_once() {
+    const TASKS: usize = 120;
+    let db = Db::postgres();
+    let gone = db.store_as("gone").await;
+    let tasks: Vec<_> = (0..TASKS).map(|_| Task::new("r", Utc::now())).collect();
+    gone.insert_many(&tasks).await.unwrap();
+    assert_eq!(gone.hand_back_leases().await.unwrap(), TASKS as u64);
+    let instances = [db.store_as("a").await, db.store_as("b").await];
+    // Four claimers per instance, each claiming 7 at a time until nothing is left.
+    let claimers: Vec<_> = (0..8)
+        .map(|i| {
+            let store = instances[i % 2].clone();
+            tokio::spawn(async move {
+                let mut mine = Vec::new();
+                loop {
+                    let claimed = store.claim_leases(7).await.unwrap();
+                    if claimed.is_empty() {
+                        break mine;
+                    }
+                    mine.extend(claimed.into_iter().map(|u| (i % 2, u.id)));
+                }
+            })
+        })
+        .collect();
+    let mut claimed = Vec::new();
+    for c in claimers {
+        claimed.extend(c.await.unwrap());
+    }
+    let mut ids: Vec<_> = claimed.iter().map(|(_, id)| id.clone()).collect();
+    ids.sort();
+    let mut all: Vec<_> = tasks.iter().map(|t| t.id.clone()).collect();
+    all.sort();
+    assert_eq!(ids, all);
+    // Each instance's renewal names exactly what it claimed.
+    for (n, store) in instances.iter().enumerate() {
+        let mut held = store.renew_leases().await.unwrap();
+        held.sort();
+        let mut mine: Vec<_> = claimed
+            .iter()
+            .filter(|(i, _)| *i == n)
+            .map(|(_, id)| id.clone())
+            .collect();
+        mine.sort();
+        assert_eq!(held, mine);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refresh_is_claimed_once_within_fresh_across_instances() {
+    let db = Db::postgres();
+    let (a, b) = (db.store_as("a").await, db.store_as("b").await);
+    let t = Task::new("r", Utc::now());
+    a.insert(&t).await.unwrap();
+    let fresh = Duration::from_secs(60);
+    let both = tokio::join!(a.claim_refresh(&t.id, fresh), b.claim_refresh(&t.id, fresh));
+    let mut got = [both.0.unwrap(), both.1.unwrap()];
+    got.sort();
+    assert_eq!(got, [false, true]);
+    assert!(!a.claim_refresh(&t.id, fresh).await.unwrap());
+    // Once `fresh` has passed (here: nothing is fresh), the next refresh is claimed.
+    assert!(b.claim_refresh(&t.id, Duration::ZERO).await.unwrap());
+    assert!(!a.claim_refresh("no-such-task", fresh).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_migrations_are_versioned_and_a_newer_schema_is_refused() {
+    let db = Db::postgres();
+    let location = db.location();
+    let required = store::open(&location, Leases::default(), Migrations::Require).await;
+    assert_eq!(
+        required.err().map(|e| e.to_string()),
+        Some(format!(
+            "the store's schema is at version 0, this build needs {}: run `interlingua migrate`",
+            store::migrations::SUPPORTED
+        ))
+    );
+    let first = store::migrate(&location).await.unwrap();
+    assert_eq!((first.from, first.to), (0, store::migrations::SUPPORTED));
+    let again = store::migrate(&location).await.unwrap();
+    assert_eq!((again.from, again.to), (first.to, first.to));
+    let s = store::open(&location, Leases::default(), Migrations::Require)
+        .await
+        .unwrap();
+    assert_eq!(s.backend(), "postgres");
+    s.ping().await.unwrap();
+    let pool = s.pool().unwrap();
+    assert_eq!((pool.max, pool.size >= 1), (32, true));
+    db.execute("INSERT INTO schema_migrations (version) VALUES (99)")
+        .await;
+    let refused = store::open(&location, Leases::default(), Migrations::Apply).await;
+    assert_eq!(
+        refused.err(),
+        Some(StoreError::Schema {
+            found: 99,
+            supported: store::migrations::SUPPORTED
+        })
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_instances_migrating_at_once_migrate_once() {
+    let db = Db::postgres();
+    let location = db.location();
+    let runs: Vec<_> = (0..4)
+        .map(|_| {
+            let location = location.clone();
+            tokio::spawn(async move { store::migrate(&location).await.unwrap() })
+        })
+        .collect();
+    let mut from = Vec::new();
+    for run in runs {
+        let m = run.await.unwrap();
+        assert_eq!(m.to, store::migrations::SUPPORTED);
+        from.push(m.from);
+    }
+    // Under the lock, one instance found the database empty; the others found it further along
+    // (each migration is its own transaction: they may take turns). A migration applied twice
+    // would have failed (its columns exist).
+    assert_eq!(from.iter().filter(|v| **v == 0).count(), 1, "{from:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_whose_server_is_gone_says_so() {
+    // Its own cluster: this one is stopped.
+    let cluster = Postgres::start();
+    let location = Location::Postgres {
+        url: cluster.database("gone"),
+        password: None,
+        pool_max: 4,
+    };
+    let s = store::open(&location, Leases::default(), Migrations::Apply)
+        .await
+        .unwrap();
+    cluster.stop();
+    let deadline = Duration::from_secs(20);
+    let read = tokio::time::timeout(deadline, s.get("t")).await.unwrap();
+    match read {
+        Err(StoreError::Backend(why)) => {
+            assert!(why.starts_with("PostgreSQL unreachable"), "{why}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let ping = tokio::time::timeout(deadline, s.ping()).await.unwrap();
+    assert!(
+        matches!(ping, Err(StoreError::Backend(ref why)) if why.starts_with("PostgreSQL unreachable")),
+        "{ping:?}"
+    );
+    let opened = tokio::time::timeout(
+        deadline,
+        store::open(&location, Leases::default(), Migrations::Apply),
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(opened, Err(StoreError::Backend(ref why)) if why.starts_with("PostgreSQL unreachable")),
+        "{:?}",
+        opened.err()
+    );
+}
