@@ -11,9 +11,7 @@ use std::time::Duration;
 use common::money::{paid_config, paid_route, Admin};
 use common::secrets::token;
 use common::wait::eventually;
-use common::{
-    client, config, full, sample_agent, sample_agent_on, status_and_json, Proxy, Upstream,
-};
+use common::{client, config, sample_agent, sample_agent_on, status_and_json, Proxy};
 use samples::Clock;
 use serde_json::{json, Value};
 
@@ -244,26 +242,9 @@ fn uuid_like(s: &str) -> bool {
     s.len() == 36 && s.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
 }
 
-/// A MIP-003 agent whose job runs forever; counts nothing itself (the upstream records calls).
-async fn forever_running_agent() -> Upstream {
-    Upstream::start(|req| async move {
-        let body = if req.uri().path() == "/start_job" {
-            r#"{"id":"job-1","blockchainIdentifier":"b","payByTime":1,"submitResultTime":2,"unlockTime":3,"externalDisputeUnlockTime":4,"agentIdentifier":"a","sellerVKey":"v","identifierFromPurchaser":"aabbccddeeff0011","input_hash":"h"}"#
-        } else {
-            r#"{"id":"s-1","status":"running"}"#
-        };
-        hyper::Response::builder()
-            .status(200)
-            .header("content-type", "application/json")
-            .body(full(body))
-            .unwrap()
-    })
-    .await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polls_of_one_task_within_min_refresh_make_one_call_to_the_agent() {
-    let agent = forever_running_agent().await;
+    let agent = common::forever_running_agent().await;
     // The watcher's first look is an hour away: every call the agent sees is a client's poll.
     let quiet = "poll_interval = \"1h\"\npoll_max_interval = \"1h\"";
     let proxy = Proxy::start(&config(

@@ -18,6 +18,7 @@
 //! - [`canned`]: the canned upstream (MIP-003, Nevermined and echo answers, fixed bodies).
 //! - [`compare`]: the main table's rounds (A B C … A B C …), CPU from `/proc`.
 //! - [`curves`]: latency vs body size, connections, routes, stored tasks; creates vs clients.
+//! - [`fleet`]: the store on PostgreSQL: its contenders, one instance against two on one database.
 //! - [`load`]: driving wrk and oha, reading their figures.
 //! - [`procs`]: starting, pinning, bounding and stopping processes by pid; `/proc` readings.
 //! - [`blocking`]: what a client blocking on a 2 s task waits beyond the task (A2A over MIP-003).
@@ -32,6 +33,7 @@ pub mod blocking;
 pub mod canned;
 pub mod compare;
 pub mod curves;
+pub mod fleet;
 pub mod http;
 pub mod load;
 pub mod plan;

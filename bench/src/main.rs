@@ -79,6 +79,7 @@ fn blocking_alone(interlingua: PathBuf, repo: PathBuf, rounds: usize) -> Result<
         me: std::env::current_exe().map_err(|e| e.to_string())?,
         sut_cpus: "0".into(),
         threads: 1,
+        store_url: None,
     };
     let result = blocking::measure(&env, rounds);
     procs.stop_all();

@@ -52,6 +52,11 @@ impl Procs {
         }))
     }
 
+    /// Whether processes are pinned to CPUs.
+    pub fn pins(&self) -> bool {
+        self.pin
+    }
+
     /// A command running `program` on `cpus` (a `taskset` CPU list). `taskset` execs the
     /// program, so the pid spawned is the program's own.
     pub fn command(&self, cpus: &str, program: &Path, args: &[String]) -> Command {

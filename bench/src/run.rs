@@ -260,6 +260,7 @@ fn run_in(
         me: std::env::current_exe().map_err(|e| e.to_string())?,
         sut_cpus: args.sut_cpus.clone(),
         threads,
+        store_url: None,
     };
     let gens_dir = scratch.join("load");
     std::fs::create_dir_all(&gens_dir).map_err(|e| e.to_string())?;
@@ -303,8 +304,19 @@ fn run_in(
     let (full_create, _) = start("full-create", nv(), true)?;
     let (rev_get, _) = start("rev-get", mip(), true)?;
     let (rev_create, _) = start("rev-create", mip(), true)?;
+    // The same two full-pipeline contenders with the store on PostgreSQL (each its own
+    // database), and two instances sharing one database for the scaling section.
+    let pg = crate::fleet::Postgres::start(procs, &args.sut_cpus)?;
+    let on_pg =
+        |name: &str, url: &str| crate::fleet::serve_on(&env, name, url, nv(), upstream.addr);
+    let pg_get = on_pg("pg-full-get", &pg.database("full_get"))?;
+    let pg_create = on_pg("pg-full-create", &pg.database("full_create"))?;
+    let shared = pg.database("scale");
+    let pg_a = on_pg("pg-scale-a", &shared)?;
+    let pg_b = on_pg("pg-scale-b", &shared)?;
     let token = env.token(&config)?;
     let polled = start_polled_task(&full_get, &token)?;
+    let pg_polled = start_polled_task(&pg_get, &token)?;
     let polled_job = start_polled_job(&rev_get, &token)?;
     say(clock, &format!(
         "started: upstream {}, nginx {}, interlingua passthrough {}, full get {}, full create {}, reverse get {}, reverse create {}",
@@ -361,7 +373,7 @@ fn run_in(
             "full_create",
             "full create NVM→MIP",
             &full_create,
-            nv_create,
+            nv_create.clone(),
             false,
             true,
         ),
@@ -381,6 +393,22 @@ fn run_in(
             false,
             true,
         ),
+        contender(
+            "pg_get",
+            "full get_task NVM→MIP, PostgreSQL",
+            &pg_get,
+            Load::get(pg_polled).bearer(&token),
+            false,
+            false,
+        ),
+        contender(
+            "pg_create",
+            "full create NVM→MIP, PostgreSQL",
+            &pg_create,
+            nv_create.clone(),
+            false,
+            true,
+        ),
     ];
     let mut contenders = contenders;
     let mut expected = vec![
@@ -391,6 +419,8 @@ fn run_in(
         (201, "\"task_id\":\"task-"),
         (200, "\"status\":\"running\""),
         (200, "\"job_id\""),
+        (200, "\"task_status\":\"In_Progress\""),
+        (201, "\"task_id\":\"task-"),
     ];
     // The baseline's processes live as long as the comparison.
     let mut baseline_runs: Vec<Running> = Vec::new();
@@ -484,6 +514,38 @@ fn run_in(
         &mut |m| say(clock, m),
     )?;
 
+    say(
+        clock,
+        "PostgreSQL: creates against one instance, then two on the same database",
+    );
+    let scaling = crate::fleet::scaling(
+        procs,
+        &gens,
+        plan,
+        &pg,
+        &pg_a,
+        &pg_b,
+        &nv_create,
+        &mut |m| say(clock, m),
+    );
+    let pg_over_sqlite = comparison
+        .get("pg_create")
+        .zip(comparison.get("full_create"))
+        .and_then(|(p, q)| crate::stats::median_ratio(&p.rps(), &q.rps()));
+    let pg_text = format!(
+        "{}\nPostgreSQL ÷ SQLite durable creates/s, one instance each (median of the per-round ratios): {}\n{}\n",
+        scaling.table().text(),
+        crate::report::fmt(pg_over_sqlite, 2),
+        scaling.projection(threads)
+    );
+    let pg_md = format!(
+        "{}\n\nPostgreSQL ÷ SQLite durable creates/s, one instance each (median of the per-round ratios): {}.\n\n{}.\n",
+        scaling.table().markdown(),
+        crate::report::fmt(pg_over_sqlite, 2),
+        scaling.projection(threads)
+    );
+    drop((pg_a, pg_b));
+
     // The durable-creates target names 2 cores: one more create contender for that curve, with a
     // worker thread per CPU of the machine's two sets, sharing them with the generator.
     let wide = if args.skip_curves {
@@ -576,6 +638,8 @@ fn run_in(
     text.push_str(&ratios.text());
     let ceiling = report::kernel_ceiling_note(&comparison);
     text.push_str(&format!("\n{ceiling}\n{}\n", blocking.line()));
+    text.push_str("\n\nthe store on PostgreSQL\n");
+    text.push_str(&pg_text);
     let before_after = report::baseline_table(&comparison);
     if !before_after.rows.is_empty() {
         text.push_str(
@@ -597,6 +661,8 @@ fn run_in(
         ratios.markdown()
     );
     md.push_str(&format!("\n{ceiling}.\n\n{}.\n", blocking.line()));
+    md.push_str("\n## The store on PostgreSQL\n\n");
+    md.push_str(&pg_md);
     if !before_after.rows.is_empty() {
         md.push_str(&format!(
             "\nThis build against the baseline `{}` (median of the per-round ratios):\n\n{}\n",

@@ -36,6 +36,8 @@ pub struct Env {
     /// Worker threads: interlingua's `server.threads`, nginx's `worker_processes`, the
     /// upstream's.
     pub threads: u32,
+    /// The PostgreSQL database interlingua's store is on; `None`: SQLite in its data directory.
+    pub store_url: Option<String>,
 }
 
 /// A running process that answers HTTP on `addr`.
@@ -93,6 +95,7 @@ pub fn interlingua_config(
     threads: u32,
     upstream: SocketAddr,
     routes: &[Route],
+    store_url: Option<&str>,
 ) -> String {
     let mut s = format!(
         r#"# Written by bench/run.
@@ -125,6 +128,9 @@ total_timeout = "30s"
         data_dir.display(),
         mappings.display()
     );
+    if let Some(url) = store_url {
+        s.push_str(&format!("[store]\nurl = \"{url}\"\n\n"));
+    }
     for (i, r) in routes.iter().enumerate() {
         s.push_str(&route_toml(r, i));
         s.push('\n');
@@ -259,6 +265,7 @@ impl Env {
             self.threads,
             upstream,
             routes,
+            self.store_url.as_deref(),
         );
         std::fs::write(&config, text).map_err(|e| format!("{}: {e}", config.display()))?;
         Ok(config)
@@ -363,6 +370,7 @@ mod tests {
             1,
             "127.0.0.1:1".parse().unwrap(),
             &routes,
+            Some("postgres://bench@127.0.0.1:5432/bench"),
         );
         if let Err(problems) = interlingua::setup::parse(&text, "bench") {
             let all: Vec<String> = problems.0.iter().map(ToString::to_string).collect();

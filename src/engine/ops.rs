@@ -625,10 +625,11 @@ impl Engine {
         // on one store: the store records when a refresh began). A store that cannot say lets
         // the refresh go ahead: the task's version keeps the result right either way.
         let fresh_elsewhere = || async {
-            !matches!(
-                self.store.claim_refresh(&stored.task.id, fresh).await,
-                Ok(true) | Err(_)
-            )
+            self.store.shared()
+                && !matches!(
+                    self.store.claim_refresh(&stored.task.id, fresh).await,
+                    Ok(true) | Err(_)
+                )
         };
         if super::follow::is_fresh(*last, fresh) || fresh_elsewhere().await {
             drop(last);

@@ -102,7 +102,9 @@ impl Watcher {
         for task in claimed {
             self.resume(task).await;
         }
-        tokio::spawn(self.clone().keep_leases());
+        if self.engine.store.shared() {
+            tokio::spawn(self.clone().keep_leases());
+        }
         let permits = Arc::new(Semaphore::new(CONCURRENCY));
         loop {
             let next = self.queue.lock().due.peek().map(|Reverse((at, _))| *at);

@@ -529,3 +529,20 @@ pub fn error_of(body: &str) -> (String, String, String) {
         e["request_id"].as_str().expect("request_id").to_string(),
     )
 }
+
+/// A MIP-003 agent whose job runs forever; counts nothing itself (the upstream records calls).
+pub async fn forever_running_agent() -> Upstream {
+    Upstream::start(|req| async move {
+        let body = if req.uri().path() == "/start_job" {
+            r#"{"id":"job-1","blockchainIdentifier":"b","payByTime":1,"submitResultTime":2,"unlockTime":3,"externalDisputeUnlockTime":4,"agentIdentifier":"a","sellerVKey":"v","identifierFromPurchaser":"aabbccddeeff0011","input_hash":"h"}"#
+        } else {
+            r#"{"id":"s-1","status":"running"}"#
+        };
+        hyper::Response::builder()
+            .status(200)
+            .header("content-type", "application/json")
+            .body(full(body))
+            .unwrap()
+    })
+    .await
+}

@@ -204,6 +204,12 @@ pub trait TaskStore: Send + Sync {
     fn pool(&self) -> Option<PoolStatus> {
         None
     }
+    /// Whether other processes may serve from this store at the same time (PostgreSQL): only
+    /// then do leases need renewing and claiming while running. SQLite has one serving process,
+    /// whose first [`TaskStore::claim_leases`] takes every unfinished task.
+    fn shared(&self) -> bool {
+        false
+    }
     /// Which backend this is: `sqlite` or `postgres` (logs, metrics, `/readyz`).
     fn backend(&self) -> &'static str {
         "sqlite"

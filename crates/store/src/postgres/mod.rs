@@ -498,6 +498,10 @@ impl TaskStore for PgStore {
         })
     }
 
+    fn shared(&self) -> bool {
+        true
+    }
+
     fn backend(&self) -> &'static str {
         "postgres"
     }
