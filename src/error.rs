@@ -139,6 +139,7 @@ impl ProxyError {
             ProxyError::PaymentRequired { .. } => 402,
             ProxyError::RateLimited(_) => 429,
             ProxyError::LimitsUnavailable => 503,
+            ProxyError::Store(StoreError::Unavailable(_)) => 503,
             ProxyError::Store(_) => 500,
             ProxyError::Internal(_) => 500,
         }
@@ -170,6 +171,7 @@ impl ProxyError {
             ProxyError::PaymentRequired { .. } => "insufficient_credits",
             ProxyError::RateLimited(_) => "rate_limited",
             ProxyError::LimitsUnavailable => "limits_unavailable",
+            ProxyError::Store(StoreError::Unavailable(_)) => "store_unavailable",
             ProxyError::Store(_) => "store_error",
             ProxyError::Internal(_) => "internal_error",
         }

@@ -505,3 +505,46 @@ async fn polls_of_one_task_through_two_instances_make_one_call_to_the_agent() {
         "twenty polls through two instances: one call"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_postgresql_the_store_s_requests_get_503_and_passthrough_goes_on() {
+    let pg = Postgres::start();
+    let pg_url = pg.database("gone");
+    let agent = common::forever_running_agent().await;
+    let proxy = common::Proxy::start(&common::config(
+        "",
+        &format!(
+            "[store]\nurl = \"{pg_url}\"\n\n\
+             [[upstreams]]\nname = \"up\"\naddress = \"{}\"\n\n\
+             [[routes]]\nname = \"translated\"\nmatch = {{ path_prefix = \"/m\" }}\nupstream = \"up\"\n\
+             front = \"mip003\"\nback = \"mip003\"\n\n\
+             [[routes]]\nname = \"pass\"\nmatch = {{ path_prefix = \"/p\" }}\nupstream = \"up\"\n",
+            agent.addr
+        ),
+    ));
+    let http = client();
+    let start = || {
+        http.post(proxy.url("/m/start_job")).json(
+            &json!({"identifier_from_purchaser": "aabbccddeeff0011", "input_data": {"text": "x"}}),
+        )
+    };
+    assert_eq!(start().send().await.unwrap().status(), 200);
+
+    pg.stop();
+    let resp = start().send().await.unwrap();
+    assert_eq!(resp.status(), 503);
+    assert_eq!(resp.headers()["retry-after"], "1");
+    let body = resp.text().await.unwrap();
+    assert!(body.contains("PostgreSQL unreachable"), "{body}");
+    let ready = http.get(proxy.admin_url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 503);
+    let ready: Value = ready.json().await.unwrap();
+    assert_eq!(
+        ready["store"],
+        json!({"backend": "postgres", "status": "unreachable"})
+    );
+    assert_eq!(ready["status"], "not_ready");
+    // What needs no store is not held back by it.
+    let passed = http.get(proxy.url("/p/anything")).send().await.unwrap();
+    assert_eq!(passed.status(), 200);
+}

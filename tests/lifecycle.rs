@@ -21,7 +21,7 @@ async fn healthz_and_readyz_answer_on_the_admin_listener() {
     assert_eq!(ready.status(), 200);
     assert_eq!(
         ready.text().await.unwrap(),
-        r#"{"config":"test.toml","status":"ready"}"#
+        r#"{"config":"test.toml","status":"ready","store":{"backend":"sqlite","status":"ok"}}"#
     );
     let missing = http.get(proxy.admin_url("/nope")).send().await.unwrap();
     assert_eq!(missing.status(), 404);

@@ -171,6 +171,10 @@ fn error_headers(err: &ProxyError) -> Vec<(&'static str, String)> {
         ProxyError::TooManyConnections => vec![("retry-after", "1".to_string())],
         // Redis is probed again within a second (`limit::shared::PROBE_INTERVAL`).
         ProxyError::LimitsUnavailable => vec![("retry-after", "1".to_string())],
+        // The store's pool tries a new connection for the next request.
+        ProxyError::Store(store::StoreError::Unavailable(_)) => {
+            vec![("retry-after", "1".to_string())]
+        }
         ProxyError::NoRoute { .. }
         | ProxyError::BodyTooLarge { .. }
         | ProxyError::BadRequest(_)

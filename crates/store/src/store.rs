@@ -42,6 +42,9 @@ pub enum StoreError {
     TooDeep { depth: usize, limit: usize },
     #[error("task store: {0}")]
     Backend(String),
+    /// The store's server cannot be reached (or did not answer in time); worth retrying later.
+    #[error("task store: {0}")]
+    Unavailable(String),
     /// The store was written by a newer interlingua (its schema is at a version this build does
     /// not know).
     #[error("the store's schema is at version {found}, newer than this build of interlingua knows ({supported}): upgrade interlingua to use it")]

@@ -129,14 +129,14 @@ pub(crate) fn pg(e: tokio_postgres::Error) -> StoreError {
         None if e.is_closed()
             || std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>()) =>
         {
-            StoreError::Backend(format!("PostgreSQL unreachable: {e}"))
+            StoreError::Unavailable(format!("PostgreSQL unreachable: {e}"))
         }
         None => StoreError::Backend(format!("PostgreSQL: {e}")),
     }
 }
 
 fn unreachable(why: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend(format!("PostgreSQL unreachable: {why}"))
+    StoreError::Unavailable(format!("PostgreSQL unreachable: {why}"))
 }
 
 /// Runs an attempt (an expression giving a future of `Result<T, Fail>`, evaluated again for each
