@@ -799,14 +799,14 @@ async fn a_store_whose_server_is_gone_says_so() {
     let deadline = Duration::from_secs(20);
     let read = tokio::time::timeout(deadline, s.get("t")).await.unwrap();
     match read {
-        Err(StoreError::Backend(why)) => {
+        Err(StoreError::Unavailable(why)) => {
             assert!(why.starts_with("PostgreSQL unreachable"), "{why}")
         }
         other => panic!("{other:?}"),
     }
     let ping = tokio::time::timeout(deadline, s.ping()).await.unwrap();
     assert!(
-        matches!(ping, Err(StoreError::Backend(ref why)) if why.starts_with("PostgreSQL unreachable")),
+        matches!(ping, Err(StoreError::Unavailable(ref why)) if why.starts_with("PostgreSQL unreachable")),
         "{ping:?}"
     );
     let opened = tokio::time::timeout(
@@ -816,7 +816,7 @@ async fn a_store_whose_server_is_gone_says_so() {
     .await
     .unwrap();
     assert!(
-        matches!(opened, Err(StoreError::Backend(ref why)) if why.starts_with("PostgreSQL unreachable")),
+        matches!(opened, Err(StoreError::Unavailable(ref why)) if why.starts_with("PostgreSQL unreachable")),
         "{:?}",
         opened.err()
     );
