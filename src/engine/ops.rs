@@ -624,8 +624,11 @@ impl Engine {
         // Fresh from this instance's own refresh, or from another instance's (several instances
         // on one store: the store records when a refresh began). A store that cannot say lets
         // the refresh go ahead: the task's version keeps the result right either way.
+        // (A caller that accepts no freshness at all asks the back whatever the store says, so
+        // the store is not asked: that would be a write per poll for nothing.)
         let fresh_elsewhere = || async {
             self.store.shared()
+                && !fresh.is_zero()
                 && !matches!(
                     self.store.claim_refresh(&stored.task.id, fresh).await,
                     Ok(true) | Err(_)
