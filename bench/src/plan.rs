@@ -54,8 +54,8 @@ impl Plan {
                 routes: vec![1, 1000, 10_000],
                 tasks: vec![1_000, 10_000, 100_000],
                 clients: vec![1, 16, 64],
-                budget: Duration::from_secs(100),
-                hard_limit: Duration::from_secs(170),
+                budget: Duration::from_secs(170),
+                hard_limit: Duration::from_secs(240),
             }
         } else {
             Plan {
