@@ -10,7 +10,7 @@
 //! | `rows`      | the tasks table's SQL; a row that cannot be read is ended, not retried |
 //! | `ledger`    | the ledger's SQL: a hold in the transaction that checks the balance, one capture per (task, step) |
 //! | [`purchases`] | payments made on an agent's own rail, on the operator's account |
-//! | `writer`    | the one thread every write goes through, committing writes in groups |
+//! | `writer`    | SQLite's one thread every write goes through, committing writes in groups (PostgreSQL's is `postgres::writer`) |
 //! | `readers`   | the read connections beside it |
 //!
 //! Every document is measured before it is written ([`mapping::depth`]), so that what is stored

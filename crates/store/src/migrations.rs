@@ -10,7 +10,8 @@
 //! v1 is the schema as it was before versions (every statement `IF NOT EXISTS`, so a store made
 //! then, at user_version 0, becomes v1 unchanged); v2 the conversation column (and its index)
 //! that a conversation's lookup reads instead of the document; v3 leases and refresh claims
-//! (several instances on one store).
+//! (several instances on one store); v4 PostgreSQL's settlement functions (nothing on SQLite,
+//! whose writer runs the same plan in Rust).
 
 use rusqlite::Connection;
 
@@ -41,7 +42,9 @@ fn migration(backend: Backend, n: u32) -> String {
         (1, _) => V1,
         (2, Backend::Sqlite) => V2_SQLITE,
         (2, Backend::Postgres) => V2_POSTGRES,
-        _ => V3,
+        (3, _) => V3,
+        (_, Backend::Sqlite) => "",
+        (_, Backend::Postgres) => V4_POSTGRES,
     };
     let types: [(&str, &str); 5] = match backend {
         Backend::Sqlite => [
@@ -169,8 +172,12 @@ ALTER TABLE tasks ADD COLUMN refreshed_at {time};
 CREATE INDEX tasks_lease ON tasks (lease_until, created_at) WHERE {not_terminal};
 ";
 
+/// v4 on PostgreSQL: a settlement, and a task's update with its settlement, as one statement each
+/// (the writer sends a batch of them at once).
+const V4_POSTGRES: &str = include_str!("postgres/settle.sql");
+
 /// The newest version this build knows (the same for both backends).
-pub const SUPPORTED: u32 = 3;
+pub const SUPPORTED: u32 = 4;
 
 /// What to do at `found`: `Ok(None)` nothing, `Ok(Some(from))` apply after `from`.
 pub(crate) fn judge(found: u32, mode: Migrations) -> Result<Option<u32>, StoreError> {

@@ -34,6 +34,9 @@ fn setting(name: &str, default: u64) -> u64 {
 
 async fn create(store: &dyn TaskStore, hold: &Hold) {
     let mut task = Task::new("r", Utc::now());
+    // As the engine makes them: the caller's plan and subject, whose account holds.
+    task.subject = Some(hold.subject.clone());
+    task.plan = Some(hold.plan.clone());
     store.insert_with_hold(&task, Some(hold)).await.unwrap();
     task.status = Status::Running;
     let v = store

@@ -124,6 +124,8 @@ both!(
     purchases_are_saved_and_replaced,
     the_audit_reads_open_holds_and_unstarted_tasks,
     leases_lapse_are_taken_over_renewed_and_handed_back,
+    a_duplicate_among_concurrent_creates_fails_alone,
+    a_stale_update_among_concurrent_ones_fails_alone,
 );
 
 async fn insert_get_update_with_versions(db: Db) {
@@ -653,6 +655,72 @@ async fn leases_lapse_are_taken_over_renewed_and_handed_back(db: Db) {
     );
 }
 
+/// Writes are committed in groups (both backends): a create whose id is taken fails alone, every
+/// other create of its group is stored with its hold.
+async fn a_duplicate_among_concurrent_creates_fails_alone(db: Db) {
+    let store = db.store().await;
+    let ann = Account::new("gold", "ann");
+    store.grant(&ann, 100, None).await.unwrap();
+    let taken = Task::new("r", Utc::now());
+    store.insert(&taken).await.unwrap();
+    let hold = Hold {
+        plan: "gold".to_string(),
+        subject: "ann".to_string(),
+        amount: 1,
+    };
+    let creates: Vec<_> = (0..40)
+        .map(|i| {
+            let (store, hold) = (store.clone(), hold.clone());
+            let task = if i == 20 {
+                taken.clone()
+            } else {
+                Task::new("r", Utc::now())
+            };
+            tokio::spawn(async move { store.insert_with_hold(&task, Some(&hold)).await })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for c in creates {
+        outcomes.push(c.await.unwrap());
+    }
+    let failed: Vec<_> = outcomes.iter().filter(|o| o.is_err()).collect();
+    assert_eq!(failed, [&Err(StoreError::Duplicate(taken.id.clone()))]);
+    let b = store.balance(&ann).await.unwrap();
+    assert_eq!((b.held, b.available()), (39, 61));
+    assert_eq!(store.recompute(&ann).await.unwrap(), b);
+}
+
+/// Of concurrent updates from one version, one wins; the others get `Conflict` and settle nothing,
+/// whatever group they were committed in.
+async fn a_stale_update_among_concurrent_ones_fails_alone(db: Db) {
+    let (store, ann, task) = held(&db, 10, 4).await;
+    let updates: Vec<_> = (0..8)
+        .map(|i| {
+            let (store, task) = (store.clone(), task.clone());
+            tokio::spawn(async move {
+                let settle = Settlement {
+                    captures: vec![capture(&format!("s{i}"), 1)],
+                    release: false,
+                };
+                store.update_and_settle(&task, 1, &settle).await
+            })
+        })
+        .collect();
+    let mut won = 0;
+    for u in updates {
+        match u.await.unwrap() {
+            Ok((2, settled)) => {
+                won += 1;
+                assert_eq!(settled.captured, 1);
+            }
+            other => assert_eq!(other, Err(StoreError::Conflict)),
+        }
+    }
+    assert_eq!(won, 1);
+    let b = store.balance(&ann).await.unwrap();
+    assert_eq!((b.captured, b.held, b.available()), (1, 3, 6));
+}
+
 // What only PostgreSQL does: several instances on one database.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -820,4 +888,120 @@ async fn a_store_whose_server_is_gone_says_so() {
         "{:?}",
         opened.err()
     );
+}
+
+// Both backends keep the same ledger: SQLite settles in Rust (`ledger::Plan`), PostgreSQL in the
+// settlement functions of migration v4; for any sequence of charges and settlements, the rows,
+// the balances and what each call reports are the same.
+
+/// One call of a settlement script: a capture through `charge`, or an update that settles
+/// captures (steps named by a small number, so that repeats happen) and maybe releases.
+#[derive(Debug, Clone)]
+enum Move {
+    Charge(u8, u8),
+    Settle(Vec<(u8, u8)>, bool),
+}
+
+fn a_move() -> impl proptest::strategy::Strategy<Value = Move> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (0u8..4, 0u8..6).prop_map(|(s, a)| Move::Charge(s, a)),
+        (
+            proptest::collection::vec((0u8..4, 0u8..6), 0..4),
+            any::<bool>()
+        )
+            .prop_map(|(c, r)| Move::Settle(c, r)),
+    ]
+}
+
+type Played = (
+    Vec<(String, i64, i64, Option<String>, Option<String>)>,
+    (i64, i64, i64),
+    Vec<(u64, u64)>,
+);
+
+/// Plays the script for a subject of its own: the ledger rows (kind, amount, from_hold, step,
+/// note), the balance (granted, captured, held) and each call's (captured, released).
+async fn play(
+    store: &Arc<dyn TaskStore>,
+    subject: &str,
+    task: &Task,
+    (granted, held): (i64, u64),
+    moves: &[Move],
+) -> Played {
+    let account = Account::new("gold", subject);
+    store.grant(&account, granted, None).await.unwrap();
+    let hold = Hold {
+        plan: "gold".to_string(),
+        subject: subject.to_string(),
+        amount: held,
+    };
+    store.insert_with_hold(task, Some(&hold)).await.unwrap();
+    let mut version = 1;
+    let mut reports = Vec::new();
+    for m in moves {
+        let settled = match m {
+            Move::Charge(step, amount) => store
+                .charge(&task.id, &capture(&format!("s{step}"), u64::from(*amount)))
+                .await
+                .unwrap(),
+            Move::Settle(captures, release) => {
+                let settlement = Settlement {
+                    captures: captures
+                        .iter()
+                        .map(|(s, a)| capture(&format!("s{s}"), u64::from(*a)))
+                        .collect(),
+                    release: *release,
+                };
+                let (v, settled) = store
+                    .update_and_settle(task, version, &settlement)
+                    .await
+                    .unwrap();
+                version = v;
+                settled
+            }
+        };
+        reports.push((settled.captured, settled.released));
+    }
+    let rows = store
+        .history(&account, 1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .rev()
+        .map(|r| (r.kind, r.amount, r.from_hold, r.step_id, r.note))
+        .collect();
+    let b = store.balance(&account).await.unwrap();
+    assert_eq!(store.recompute(&account).await.unwrap(), b);
+    (rows, (b.granted, b.captured, b.held), reports)
+}
+
+#[test]
+fn both_backends_settle_any_script_alike() {
+    use proptest::prelude::*;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (sqlite_db, postgres_db) = (Db::sqlite(), Db::postgres());
+    let stores = rt.block_on(async { (sqlite_db.store().await, postgres_db.store().await) });
+    let case = AtomicUsize::new(0);
+    let config = ProptestConfig {
+        cases: 48,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    proptest!(config, |(granted in 0i64..12, held in 0u64..8, moves in proptest::collection::vec(a_move(), 0..8))| {
+        let subject = format!("case{}", case.fetch_add(1, Ordering::Relaxed));
+        let held = held.min(granted.max(0) as u64);
+        let task = Task::new("r", Utc::now());
+        let (on_sqlite, on_postgres) = rt.block_on(async {
+            (
+                play(&stores.0, &subject, &task, (granted, held), &moves).await,
+                play(&stores.1, &subject, &task, (granted, held), &moves).await,
+            )
+        });
+        prop_assert_eq!(on_sqlite, on_postgres);
+    });
 }

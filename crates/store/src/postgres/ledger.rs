@@ -1,5 +1,5 @@
 //! The credit ledger's SQL on PostgreSQL (a create's hold is written with its task: see
-//! `rows::insert`). What SQLite gets from its one writer, this gets from row locks: a hold locks
+//! `rows::with_hold`; settlements are the functions of `settle.sql`, run by the writer). What SQLite gets from its one writer, this gets from row locks: a hold locks
 //! its account's row before checking the balance, a settlement locks the
 //! hold's row and then the account's, a revoke the account's; the unique keys make a repeated
 //! hold, capture or release a no-op, as on SQLite.
@@ -7,8 +7,8 @@
 use deadpool_postgres::GenericClient;
 
 use super::Fail;
-use crate::credits::{Account, Balance, LedgerRow, Settled, Settlement};
-use crate::ledger::{balance_of, compare, Plan, Planned, FROM_ROWS};
+use crate::credits::{Account, Balance, LedgerRow};
+use crate::ledger::{balance_of, compare, Planned, FROM_ROWS};
 use crate::store::StoreError;
 
 fn now() -> String {
@@ -125,78 +125,14 @@ pub(super) async fn plan_of_hold(
     Ok(c.query_opt(&stmt, &[&task]).await?.map(|r| r.get(0)))
 }
 
-/// Captures and releases for one task (see [`Plan`]), the hold's row and then the account's
-/// locked: two settlements of one task run one after the other. The rows the plan asks for are
-/// checked against the captures already written (under the hold's lock, none can appear
-/// meanwhile), then written.
-pub(super) async fn settle(
-    c: &impl GenericClient,
-    task: &str,
-    s: &Settlement,
-) -> Result<Settled, Fail> {
-    if s.is_empty() {
-        return Ok(Settled::default());
-    }
-    // The hold, its account's balance and the steps already charged, in one statement; the
-    // hold's and the account's rows locked.
+/// Releases what is left of the task's hold (in the settlement function of `settle.sql`, as every
+/// settlement on PostgreSQL); how much.
+pub(super) async fn release(c: &impl GenericClient, task: &str) -> Result<u64, Fail> {
     let stmt = c
-        .prepare_cached(
-            "SELECT h.plan, h.subject, h.remaining, h.open, a.granted - a.captured - a.held,
-                    ARRAY(SELECT step_id FROM ledger
-                          WHERE task_id = $1 AND kind = 'capture' AND step_id IS NOT NULL)
-             FROM holds h JOIN accounts a ON a.plan = h.plan AND a.subject = h.subject
-             WHERE h.task_id = $1
-             FOR UPDATE OF h, a",
-        )
+        .prepare_cached("SELECT settled_released FROM interlingua_settle($1, '{}', '{}', true, $2)")
         .await?;
-    // A hold's account exists: holding credits wrote it.
-    let Some(h) = c.query_opt(&stmt, &[&task]).await? else {
-        return Ok(Settled::default());
-    };
-    let account = Account::new(h.get(0), h.get(1));
-    let available: i64 = h.get(4);
-    let mut charged: std::collections::HashSet<String> =
-        h.get::<_, Vec<String>>(5).into_iter().collect();
-    let mut plan = Plan::new(h.get(2), h.get(3));
-    let mut rows = Vec::new();
-    plan.run(s, &mut || Ok(available), &mut |p| {
-        let new = match &p.step {
-            Some(step) => charged.insert(step.clone()),
-            // A release: the hold is open (the plan asks only then), so none was written.
-            None => true,
-        };
-        if new {
-            rows.push(p);
-        }
-        Ok(new)
-    })?;
-    // The rows, the account and the hold: pipelined, none needs another's answer.
-    let written = async {
-        for p in &rows {
-            row(c, &account, Some(task), p).await?;
-        }
-        Ok::<_, Fail>(())
-    };
-    let account_moved = async {
-        match plan.account() {
-            Some((captured, held)) => adjust(c, &account, 0, captured, held).await,
-            None => Ok(()),
-        }
-    };
-    let hold_moved = async {
-        if let Some((remaining, open)) = plan.hold(s) {
-            let stmt = c
-                .prepare_cached("UPDATE holds SET remaining = $1, open = $2 WHERE task_id = $3")
-                .await?;
-            c.execute(&stmt, &[&remaining, &open, &task]).await?;
-        }
-        Ok::<_, Fail>(())
-    };
-    let (written, account_moved, hold_moved) = tokio::join!(written, account_moved, hold_moved);
-    written?;
-    account_moved?;
-    hold_moved?;
-    Ok(plan.settled())
+    let released: i64 = c.query_one(&stmt, &[&task, &now()]).await?.get(0);
+    Ok(released.max(0) as u64)
 }
 
 /// An account's rows, newest first.

@@ -7,10 +7,14 @@
 //! | `rows`      | the tasks table's SQL, leases and refresh claims |
 //! | `ledger`    | the ledger's SQL: the hold in the transaction that checks the balance, with the account's row locked |
 //! | `purchases` | the purchases table's SQL |
+//! | `writer`    | the group commit of a create's writes (holds, updates, settlements) |
+//! | `settle.sql`| migration v4: a settlement, and an update with its settlement, as one statement each |
 //!
-//! Every write is one transaction, as on SQLite. What one process's writer thread guarantees
-//! there is guaranteed here by row locks (`SELECT … FOR UPDATE` on the account a hold checks and
-//! on the hold a settlement changes) and by the same unique keys; a deadlock or serialization
+//! The writes on a create's path go through the writer, which commits them in batches (one
+//! transaction, every statement sent at once), as SQLite's writer thread does; the rest are one
+//! transaction each. What one process's writer thread guarantees on SQLite is guaranteed here by
+//! row locks (`SELECT … FOR UPDATE` on the account a hold checks and on the hold a settlement
+//! changes) and by the same unique keys, whichever instance writes; a deadlock or serialization
 //! failure is retried a few times. Leases and refresh claims use the database's clock, never an
 //! instance's. Statements are prepared once per connection (deadpool's statement cache).
 //! Nothing waits forever: connecting, waiting for a connection and each operation have a
@@ -19,6 +23,7 @@
 mod ledger;
 mod purchases;
 mod rows;
+mod writer;
 
 use std::time::Duration;
 
@@ -32,6 +37,7 @@ use crate::purchases::Purchase;
 use crate::rows::{Row, Unreadable};
 use crate::store::{Leases, PoolStatus, StoreError, Stored, TaskQuery, TaskStore, Unfinished};
 use mapping::task::Task;
+use writer::{Write, Writer, Written};
 
 /// How long one operation (all its statements, and waiting for a connection) may take.
 const OPERATION: Duration = Duration::from_secs(30);
@@ -85,6 +91,7 @@ pub(crate) fn redacted(url: &str) -> String {
 pub struct PgStore {
     pool: Pool,
     leases: Leases,
+    writer: Writer,
 }
 
 /// Why one attempt at an operation failed: for the caller, or (a deadlock, a serialization
@@ -218,7 +225,16 @@ impl PgStore {
             .runtime(Runtime::Tokio1)
             .build()
             .map_err(|e| StoreError::Backend(format!("PostgreSQL pool: {e}")))?;
-        let store = PgStore { pool, leases };
+        let writer = Writer::start(writer::Settings {
+            pool: pool.clone(),
+            holder: leases.holder.clone(),
+            ttl: leases.ttl.as_secs_f64(),
+        });
+        let store = PgStore {
+            pool,
+            leases,
+            writer,
+        };
         let migrated = {
             let mut client = store.client().await?;
             let client: &mut tokio_postgres::Client = &mut client;
@@ -244,64 +260,14 @@ impl PgStore {
         self.leases.ttl.as_secs_f64()
     }
 
-    async fn insert_once(&self, row: &Row, hold: Option<&Hold>) -> Result<(), Fail> {
-        let client = self.client().await?;
-        let (holder, ttl) = (&self.leases.holder, self.ttl());
-        let Some(h) = hold else {
-            rows::insert(&client, row, holder, ttl, None).await?;
-            return Ok(());
-        };
-        let account = Account::new(&h.plan, &h.subject);
-        let amount = h.amount as i64;
-        if rows::insert(&client, row, holder, ttl, Some((&account, amount))).await? {
-            return Ok(());
-        }
-        let available = ledger::balance(&client, &account, false).await?.available();
-        Err(StoreError::Insufficient {
-            available,
-            needed: h.amount,
-        }
-        .into())
-    }
-
     async fn insert_many_once(&self, rows: &[Row]) -> Result<(), Fail> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         for row in rows {
-            rows::insert(&tx, row, &self.leases.holder, self.ttl(), None).await?;
+            rows::insert(&tx, row, &self.leases.holder, self.ttl()).await?;
         }
         tx.commit().await?;
         Ok(())
-    }
-
-    async fn settle_once(
-        &self,
-        row: Option<(&Row, i64)>,
-        task_id: &str,
-        settlement: &Settlement,
-    ) -> Result<Settled, Fail> {
-        let mut client = self.client().await?;
-        if settlement.is_empty() {
-            // One statement is its own transaction: no BEGIN and COMMIT to wait for.
-            if let Some((row, version)) = row {
-                rows::update(&client, row, version).await?;
-            }
-            return Ok(Settled::default());
-        }
-        let tx = client.transaction().await?;
-        // Pipelined: the settlement's reads go out behind the update. A stale version fails
-        // the update (and so the transaction): that is the error to report.
-        let update = async {
-            match row {
-                Some((row, version)) => rows::update(&tx, row, version).await,
-                None => Ok(()),
-            }
-        };
-        let (updated, settled) = tokio::join!(update, ledger::settle(&tx, task_id, settlement));
-        updated?;
-        let settled = settled?;
-        tx.commit().await?;
-        Ok(settled)
     }
 
     async fn grant_once(
@@ -328,11 +294,7 @@ impl PgStore {
             return Ok(None);
         };
         if rewritten {
-            let release = Settlement {
-                captures: Vec::new(),
-                release: true,
-            };
-            let released = ledger::settle(&tx, &u.id, &release).await?.released;
+            let released = ledger::release(&tx, &u.id).await?;
             tracing::warn!(task = %u.id, released, "a stored task could not be read ({}): it was ended, its hold released", u.why);
         }
         tx.commit().await?;
@@ -378,7 +340,13 @@ impl TaskStore for PgStore {
     async fn insert_with_hold(&self, task: &Task, hold: Option<&Hold>) -> Result<(), StoreError> {
         let row = Row::new(task)?;
         let hold = hold.filter(|h| h.amount > 0);
-        attempt!(self.insert_once(&row, hold))
+        let needed = hold.map_or(0, |h| h.amount);
+        let hold = hold.map(|h| (Account::new(&h.plan, &h.subject), h.amount as i64));
+        match self.writer.run(Write::Insert { row, hold }).await? {
+            Written::Refused { available } => Err(StoreError::Insufficient { available, needed }),
+            Written::Done(_) => Ok(()),
+            Written::Conflict => Err(StoreError::Conflict),
+        }
     }
 
     async fn get(&self, id: &str) -> Result<Option<Stored>, StoreError> {
@@ -397,8 +365,21 @@ impl TaskStore for PgStore {
         settlement: &Settlement,
     ) -> Result<(i64, Settled), StoreError> {
         let row = Row::new(task)?;
-        let settled = attempt!(self.settle_once(Some((&row, version)), &row.id, settlement))?;
-        Ok((version + 1, settled))
+        // A task holds credits of the account of its plan and subject (the caller that created it).
+        let account = task
+            .subject
+            .as_ref()
+            .map(|subject| Account::new(task.plan.as_deref().unwrap_or_default(), subject));
+        let update = Write::Update {
+            row,
+            version,
+            settlement: settlement.clone(),
+            account,
+        };
+        match self.writer.run(update).await? {
+            Written::Done(settled) => Ok((version + 1, settled)),
+            Written::Conflict | Written::Refused { .. } => Err(StoreError::Conflict),
+        }
     }
 
     async fn insert_many(&self, tasks: &[Task]) -> Result<(), StoreError> {
@@ -407,11 +388,17 @@ impl TaskStore for PgStore {
     }
 
     async fn charge(&self, task_id: &str, capture: &Capture) -> Result<Settled, StoreError> {
-        let settlement = Settlement {
-            captures: vec![capture.clone()],
-            release: false,
+        let settle = Write::Settle {
+            task: task_id.to_string(),
+            settlement: Settlement {
+                captures: vec![capture.clone()],
+                release: false,
+            },
         };
-        attempt!(self.settle_once(None, task_id, &settlement))
+        match self.writer.run(settle).await? {
+            Written::Done(settled) => Ok(settled),
+            Written::Conflict | Written::Refused { .. } => Ok(Settled::default()),
+        }
     }
 
     async fn grant(

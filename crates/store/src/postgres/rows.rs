@@ -6,7 +6,6 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use super::Fail;
-use crate::credits::Account;
 use crate::rows::{self as shared, Columns, Dialect, Read, Row, UnfinishedColumns};
 use crate::store::{StoreError, Stored, TaskQuery, Unfinished};
 use mapping::task::Task;
@@ -26,11 +25,17 @@ const TASK: &str =
 const VALUES: &str =
     "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 1, $11, $12, now() + make_interval(secs => $13)";
 
-/// A create with its hold, as one statement (so one round trip, and its own transaction): the
-/// account's row locked if it covers the amount (`FOR UPDATE` waits for another hold on it, then
-/// checks the balance again as that one left it), the task inserted only then, and the hold's
-/// ledger row, hold and balance with it. No task row: the account could not cover the hold.
-fn with_hold() -> String {
+/// A task's insert, at version 1, leased to `$12` for `$13` seconds from the database's now.
+pub(super) const INSERT: &str = "INSERT INTO tasks (id, route, subject, status, name, conversation, upstream_id, terminal,
+                       created_at, updated_at, version, doc, lease_holder, lease_until)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 1, $11, $12, now() + make_interval(secs => $13))";
+
+/// A create with its hold, as one statement (so one round trip, and the writer can send it
+/// without waiting for the statement before): the account's row locked if it covers the amount
+/// (`FOR UPDATE` waits for another hold on it, then checks the balance again as that one left
+/// it), the task inserted only then, and the hold's ledger row, hold and balance with it. The
+/// answer: whether the task was inserted (not: the account could not cover the hold).
+pub(super) fn with_hold() -> String {
     format!(
         "WITH account AS (
              SELECT 1 FROM accounts
@@ -53,18 +58,14 @@ fn with_hold() -> String {
     )
 }
 
-/// Inserts the row at version 1, leased to `holder` for `ttl` seconds from the database's now,
-/// holding `hold`'s credits (the account and the amount) if any, in one statement; `false` when
-/// the account cannot cover the hold (and nothing was written), [`StoreError::Duplicate`] when
-/// the id is taken.
-pub(super) async fn insert(
-    c: &impl GenericClient,
-    r: &Row,
-    holder: &str,
-    ttl: f64,
-    hold: Option<(&Account, i64)>,
-) -> Result<bool, Fail> {
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+/// The first 13 parameters of [`INSERT`] and [`with_hold`]: the row, its lease's holder and
+/// length.
+pub(super) fn insert_params<'a>(
+    r: &'a Row,
+    holder: &'a String,
+    ttl: &'a f64,
+) -> Vec<&'a (dyn ToSql + Sync)> {
+    vec![
         &r.id,
         &r.route,
         &r.subject,
@@ -76,32 +77,23 @@ pub(super) async fn insert(
         &r.created_at,
         &r.updated_at,
         &r.doc,
-        &holder,
-        &ttl,
-    ];
-    let at = mapping::task::time::format_iso_ms(chrono::Utc::now());
-    let inserted = match hold {
-        None => {
-            let stmt = c
-                .prepare_cached(&format!("{TASK} VALUES ({VALUES})"))
-                .await?;
-            c.execute(&stmt, &params).await.map(|_| true)
-        }
-        Some((account, amount)) => {
-            let stmt = c.prepare_cached(&with_hold()).await?;
-            params.extend([
-                &account.plan as &(dyn ToSql + Sync),
-                &account.subject,
-                &amount,
-                &at,
-            ]);
-            c.query_one(&stmt, &params)
-                .await
-                .map(|r| r.get::<_, bool>(0))
-        }
-    };
-    match inserted {
-        Ok(done) => Ok(done),
+        holder,
+        ttl,
+    ]
+}
+
+/// Inserts the row at version 1, leased to `holder` for `ttl` seconds from the database's now
+/// (without credits: creates with a hold go through the writer); [`StoreError::Duplicate`] when
+/// the id is taken.
+pub(super) async fn insert(
+    c: &impl GenericClient,
+    r: &Row,
+    holder: &String,
+    ttl: f64,
+) -> Result<(), Fail> {
+    let stmt = c.prepare_cached(INSERT).await?;
+    match c.execute(&stmt, &insert_params(r, holder, &ttl)).await {
+        Ok(_) => Ok(()),
         Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
             Err(StoreError::Duplicate(r.id.clone()).into())
         }
@@ -109,36 +101,34 @@ pub(super) async fn insert(
     }
 }
 
+/// A task's update: the row replaced if it is still at version `$8`.
+pub(super) const UPDATE: &str =
+    "UPDATE tasks SET status = $1, name = $2, upstream_id = $3, terminal = $4, updated_at = $5,
+            version = version + 1, doc = $6, conversation = $9
+     WHERE id = $7 AND version = $8";
+
+/// [`UPDATE`]'s parameters.
+pub(super) fn update_params<'a>(r: &'a Row, version: &'a i64) -> [&'a (dyn ToSql + Sync); 9] {
+    [
+        &r.status,
+        &r.name,
+        &r.upstream_id,
+        &r.terminal,
+        &r.updated_at,
+        &r.doc,
+        &r.id,
+        version,
+        &r.conversation,
+    ]
+}
+
 /// Replaces the row if it is still at `version`; [`StoreError::Conflict`] when it is not (or is
 /// gone).
-pub(super) async fn update(c: &impl GenericClient, r: &Row, version: i64) -> Result<(), Fail> {
-    let stmt = c
-        .prepare_cached(
-            "UPDATE tasks SET status = $1, name = $2, upstream_id = $3, terminal = $4, updated_at = $5,
-                    version = version + 1, doc = $6, conversation = $9
-             WHERE id = $7 AND version = $8",
-        )
-        .await?;
-    let n = c
-        .execute(
-            &stmt,
-            &[
-                &r.status,
-                &r.name,
-                &r.upstream_id,
-                &r.terminal,
-                &r.updated_at,
-                &r.doc,
-                &r.id,
-                &version,
-                &r.conversation,
-            ],
-        )
-        .await?;
-    if n == 1 {
-        Ok(())
-    } else {
-        Err(StoreError::Conflict.into())
+async fn update(c: &impl GenericClient, r: &Row, version: i64) -> Result<(), Fail> {
+    let stmt = c.prepare_cached(UPDATE).await?;
+    match c.execute(&stmt, &update_params(r, &version)).await? {
+        1 => Ok(()),
+        _ => Err(StoreError::Conflict.into()),
     }
 }
 
@@ -288,6 +278,12 @@ pub(super) async fn claim(
 }
 
 /// Extends `holder`'s leases on unfinished tasks by `ttl` seconds; the ids it holds.
+///
+/// A row that a batch of the writer has locked (it is updating the task) is skipped, not waited
+/// for: the batch may be waiting in turn for a row this statement locked before (a batch holds
+/// an account, then a task; this statement takes tasks one after another), and that deadlock
+/// would stall both for PostgreSQL's `deadlock_timeout`. A skipped lease is still held (it runs
+/// for two more renewals) and is extended at the next one.
 pub(super) async fn renew(
     c: &impl GenericClient,
     holder: &str,
@@ -295,8 +291,12 @@ pub(super) async fn renew(
 ) -> Result<Vec<String>, Fail> {
     let stmt = c
         .prepare_cached(
-            "UPDATE tasks SET lease_until = now() + make_interval(secs => $2)
-             WHERE NOT terminal AND lease_holder = $1 RETURNING id",
+            "WITH renewed AS (
+                 UPDATE tasks SET lease_until = now() + make_interval(secs => $2)
+                 WHERE id IN (SELECT id FROM tasks WHERE NOT terminal AND lease_holder = $1
+                              FOR UPDATE SKIP LOCKED)
+             )
+             SELECT id FROM tasks WHERE NOT terminal AND lease_holder = $1",
         )
         .await?;
     let rows = c.query(&stmt, &[&holder, &ttl]).await?;
