@@ -389,48 +389,50 @@ const AVAILABLE: &str =
 
 /// The statements a batch uses, prepared on its connection.
 #[derive(Default)]
-struct Prepared {
-    insert: Option<tokio_postgres::Statement>,
-    insert_with_hold: Option<tokio_postgres::Statement>,
-    update: Option<tokio_postgres::Statement>,
-    update_and_settle: Option<tokio_postgres::Statement>,
-    settle: Option<tokio_postgres::Statement>,
-}
+struct Prepared([Option<tokio_postgres::Statement>; KINDS]);
 
-impl Prepared {
-    fn slot(&mut self, write: &Write) -> (&mut Option<tokio_postgres::Statement>, String) {
-        match write {
-            Write::Insert { hold: None, .. } => (&mut self.insert, rows::INSERT.to_string()),
-            Write::Insert { hold: Some(_), .. } => (&mut self.insert_with_hold, rows::with_hold()),
-            Write::Update { settlement, .. } if settlement.is_empty() => {
-                (&mut self.update, rows::UPDATE.to_string())
-            }
-            Write::Update { .. } => (&mut self.update_and_settle, UPDATE_AND_SETTLE.to_string()),
-            Write::Settle { .. } => (&mut self.settle, SETTLE.to_string()),
+/// How many kinds of statement a write can be ([`Write::kind`]).
+const KINDS: usize = 5;
+
+impl Write {
+    /// Which statement this write is (an index into [`Prepared`]).
+    fn kind(&self) -> usize {
+        match self {
+            Write::Insert { hold: None, .. } => 0,
+            Write::Insert { hold: Some(_), .. } => 1,
+            Write::Update { settlement, .. } if settlement.is_empty() => 2,
+            Write::Update { .. } => 3,
+            Write::Settle { .. } => 4,
         }
     }
 
+    /// The SQL of a [`Write::kind`].
+    fn sql(kind: usize) -> String {
+        match kind {
+            0 => rows::INSERT.to_string(),
+            1 => rows::with_hold(),
+            2 => rows::UPDATE.to_string(),
+            3 => UPDATE_AND_SETTLE.to_string(),
+            _ => SETTLE.to_string(),
+        }
+    }
+}
+
+impl Prepared {
     async fn get(
         &mut self,
         tx: &deadpool_postgres::Transaction<'_>,
         write: &Write,
     ) -> Result<(), Fail> {
-        let (slot, sql) = self.slot(write);
-        if slot.is_none() {
-            *slot = Some(tx.prepare_cached(&sql).await?);
+        let kind = write.kind();
+        if self.0[kind].is_none() {
+            self.0[kind] = Some(tx.prepare_cached(&Write::sql(kind)).await?);
         }
         Ok(())
     }
 
     fn of(&self, write: &Write) -> Result<&tokio_postgres::Statement, Fail> {
-        let slot = match write {
-            Write::Insert { hold: None, .. } => &self.insert,
-            Write::Insert { hold: Some(_), .. } => &self.insert_with_hold,
-            Write::Update { settlement, .. } if settlement.is_empty() => &self.update,
-            Write::Update { .. } => &self.update_and_settle,
-            Write::Settle { .. } => &self.settle,
-        };
-        slot.as_ref().ok_or_else(|| {
+        self.0[write.kind()].as_ref().ok_or_else(|| {
             Fail::Unavailable(StoreError::Backend("a statement was not prepared".into()))
         })
     }
