@@ -59,7 +59,12 @@ pub enum ProxyError {
     /// A request the front dialect knows that interlingua always refuses (a mapping's
     /// `[refuse.NAME]`), with the status and message the mapping gives.
     #[error("{message}")]
-    Refused { status: u16, message: String },
+    /// `code` is `refused`, or what the mapping's check names (`unsupported_version`).
+    Refused {
+        status: u16,
+        code: String,
+        message: String,
+    },
     /// Neither the back dialect nor interlingua can do this operation.
     #[error("`{operation}` is not supported by this route's agent")]
     Unsupported { operation: String },
@@ -146,7 +151,7 @@ impl ProxyError {
     }
 
     /// A stable, machine-readable name for the error, the `code` of the JSON body.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> &str {
         match self {
             ProxyError::NoRoute { .. } => "no_route",
             ProxyError::BodyTooLarge { .. } => "body_too_large",
@@ -161,7 +166,7 @@ impl ProxyError {
             ProxyError::InvalidInput { .. } => "invalid_input",
             ProxyError::TaskNotFound(_) => "task_not_found",
             ProxyError::Conflict(_) | ProxyError::TaskEnded(_) => "conflict",
-            ProxyError::Refused { .. } => "refused",
+            ProxyError::Refused { code, .. } => code,
             ProxyError::Unsupported { .. } => "unsupported",
             ProxyError::Upstream(UpstreamError::Invalid { .. }) => "upstream_invalid_response",
             ProxyError::Upstream(UpstreamError::Rejected { .. }) => "upstream_rejected",

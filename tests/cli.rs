@@ -64,7 +64,7 @@ fn check_without_a_file_uses_the_embedded_default_outside_the_repo() {
     assert!(out.status.success(), "{}", stdout(&out));
     assert_eq!(
         stdout(&out).trim(),
-        "<embedded default>: ok (1 listener(s), 3 upstream(s), 5 route(s), dialects: a2a, mip003, nevermined, openai_chat)"
+        "<embedded default>: ok (1 listener(s), 3 upstream(s), 6 route(s), dialects: a2a, mcp, mip003, nevermined, openai_chat)"
     );
 }
 
@@ -128,7 +128,7 @@ fn check_reports_every_problem_with_its_line_and_column() {
         "F:28:49: routes[1].match.methods[1]: `not a method` is not an HTTP method",
         "F:30:12: routes[1].max_body: `huge` is not a size; examples: \"10MiB\", \"512KB\", \"1048576\"",
         "F:32:2: unknown_table: unknown section `unknown_table`; expected one of: server, log, admin, auth, store, limits, listeners, upstreams, routes",
-        "./mappings/mip999.toml: no mapping file for dialect `mip999`; available: a2a, lmos, mip003, multiagent_eval, nearai, nevermined, openai_chat, passthrough",
+        "./mappings/mip999.toml: no mapping file for dialect `mip999`; available: a2a, lmos, mcp, mip003, multiagent_eval, nearai, nevermined, openai_chat, passthrough",
         "13 problem(s) found",
     ];
     assert_eq!(lines, expected, "\n{}", lines.join("\n"));

@@ -132,6 +132,12 @@ chat endpoint:
   curl -s http://{p}/a2a/ -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"message":{{"messageId":"m1","role":"ROLE_USER","parts":[{{"text":"hello world"}}]}}}}}}'
   curl -s http://{p}/openai/v1/chat/completions -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{{"model":"demo","messages":[{{"role":"user","content":"hello world"}}]}}'
 
+The MIP-003 agent as an MCP server with one tool, `upper_case`. In an MCP client's config:
+  {{"mcpServers": {{"interlingua": {{"url": "http://{p}/mcp", "headers": {{"Authorization": "Bearer $TOKEN"}}}}}}}}
+or by hand (the call answers with server-sent events: progress, then the result):
+  curl -s http://{p}/mcp -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' -d '{{"jsonrpc":"2.0","id":1,"method":"tools/list"}}'
+  curl -sN http://{p}/mcp -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' -d '{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"upper_case","arguments":{{"text":"hello world"}},"_meta":{{"progressToken":2}}}}}}'
+
 With "mode":"input" in input_data (or input_additional, or "mode:input" in the text) the agents ask
 for input once; "fail" fails (and costs nothing).
 

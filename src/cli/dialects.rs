@@ -114,6 +114,16 @@ fn listing(mappings: &[&Mapping]) -> String {
                 }
             ));
         }
+        for a in &m.answers {
+            out.push_str(&format!(
+                "  {:<14} {:<10} {:<6} {}  (answered by interlingua: `{}`)\n",
+                "-",
+                "front",
+                a.method.as_str(),
+                a.path.as_str(),
+                a.key
+            ));
+        }
         for r in &m.refused {
             out.push_str(&format!(
                 "  {:<14} {:<10} {:<6} {}  (refused with {}: `{}`)\n",

@@ -248,15 +248,29 @@ impl Engine {
         if let Some(r) = translation::read_echo(&t.front, &msg, &t.front_ctx())? {
             *echo = r;
         }
+        let base_url = msg
+            .header("host")
+            .map(|h| format!("{}://{h}{}", req.scheme, req.prefix.trim_end_matches('/')));
+        if !t.front.request_checks.is_empty() {
+            let request = mapping::dialect::doc::request(echo, cx.request_id, None);
+            let agent = ops::agent(t, req.prefix, base_url.clone());
+            let doc = Canonical::empty().with_request(request).with_agent(&agent);
+            translation::check(&t.front.request_checks, &doc, &t.front_ctx())?;
+        }
         let (fop, mut doc) =
             translation::read_front(&t.front, &t.front_ctx(), req.method, req.path, &mut msg)?;
         // What the operation's own rules read into `request.*` (a bearer token an answer hands
         // back) joins what the `[request]` rules read.
         let request = mapping::dialect::doc::request(echo, cx.request_id, doc.request());
         doc.set_request(request.clone());
-        let base_url = msg
-            .header("host")
-            .map(|h| format!("{}://{h}{}", req.scheme, req.prefix.trim_end_matches('/')));
+        if !fop.checks.is_empty() || fop.reply {
+            let agent = ops::agent(t, req.prefix, base_url.clone());
+            let view = Canonical::decoded(doc.clone()).with_agent(&agent);
+            translation::check(&fop.checks, &view, &t.front_ctx())?;
+            if fop.reply {
+                return reply(fop, &view, &t.front_ctx());
+            }
+        }
         let out = match fop.op {
             Operation::CreateTask => self.create(t, fop, doc, cx).await?,
             Operation::GetTask | Operation::ListSteps => self.get(t, &doc, cx).await?,
@@ -303,10 +317,14 @@ impl Engine {
             let task_id = out.task_id().ok_or_else(|| {
                 ProxyError::Internal(format!("the `{}` stream has no task", fop.key))
             })?;
+            // The form's header rules apply to the stream's answer (`X-Accel-Buffering: no`).
+            let mut headers = translation::render_answer(fop, &out, &t.front_ctx())?.headers;
+            headers.retain(|(k, _)| !k.eq_ignore_ascii_case("content-type"));
+            headers.push(("content-type".to_string(), "text/event-stream".to_string()));
             let events = stream::start(self.clone(), t.clone(), fop, task_id, out, cx);
             return Ok(FrontResponse {
                 status: fop.status,
-                headers: vec![("content-type".to_string(), "text/event-stream".to_string())],
+                headers,
                 body: Body::Events(events),
             });
         }
@@ -630,6 +648,30 @@ fn field_place(label: &str) -> (&'static str, String) {
     }
     let name = label.trim_start_matches('$').trim_start_matches('.');
     ("body", name.to_string())
+}
+
+/// The answer of an `[answer.NAME]` form: its rules written over the request and the route's
+/// agent; no body rules, no body (an acknowledged notification's 202).
+fn reply(fop: &Op, doc: &dyn Doc, ctx: &Context<'_>) -> Result<FrontResponse, ProxyError> {
+    let rendered = translation::render_answer(fop, doc, ctx)?;
+    let mut headers = rendered.headers;
+    let body = match rendered.body {
+        Some(b) => {
+            if !headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+            {
+                headers.push(("content-type".to_string(), "application/json".to_string()));
+            }
+            serde_json::to_vec(&b).map_err(|e| ProxyError::Internal(e.to_string()))?
+        }
+        None => Vec::new(),
+    };
+    Ok(FrontResponse {
+        status: fop.status,
+        headers,
+        body: Body::Full(body),
+    })
 }
 
 #[cfg(test)]

@@ -449,30 +449,8 @@ impl Engine {
             Err(ProxyError::Unsupported { .. }) => None,
             Err(e) => return Err(e),
         };
-        let mut operations: Vec<&str> = Vec::new();
-        for o in t.front.ops.iter().filter(|o| o.front) {
-            if !operations.contains(&o.op.name()) {
-                operations.push(o.op.name());
-            }
-        }
-        let prefix = prefix.trim_end_matches('/');
-        let agent = Agent {
-            name: &t.route,
-            title: &t.back.title,
-            description: t.settings.description.clone().unwrap_or_else(|| {
-                format!(
-                    "{} (route `{}`), through interlingua",
-                    t.back.title, t.route
-                )
-            }),
-            dialect: &t.front.name,
-            url: if prefix.is_empty() { "/" } else { prefix },
-            base_url,
-            operations,
-            input_schema: schema,
-            auth: t.owned,
-            streaming: t.front.ops.iter().any(|o| o.front && o.stream.is_some()),
-        };
+        let mut agent = agent(t, prefix, base_url);
+        agent.input_schema = schema;
         Ok(Canonical::empty().with_agent(&agent))
     }
 
@@ -878,4 +856,33 @@ fn validate_against(
                 field_errors: f.field_errors,
             })
         })
+}
+
+/// What `describe` says of the route's agent without asking anyone: all but its input schema
+/// (what `[answer.NAME]` forms and request checks read as `agent.*`).
+pub(super) fn agent<'t>(t: &'t Translated, prefix: &'t str, base_url: Option<String>) -> Agent<'t> {
+    let mut operations: Vec<&str> = Vec::new();
+    for o in t.front.ops.iter().filter(|o| o.front) {
+        if !operations.contains(&o.op.name()) {
+            operations.push(o.op.name());
+        }
+    }
+    let prefix = prefix.trim_end_matches('/');
+    Agent {
+        name: &t.route,
+        title: &t.back.title,
+        description: t.settings.description.clone().unwrap_or_else(|| {
+            format!(
+                "{} (route `{}`), through interlingua",
+                t.back.title, t.route
+            )
+        }),
+        dialect: &t.front.name,
+        url: if prefix.is_empty() { "/" } else { prefix },
+        base_url,
+        operations,
+        input_schema: None,
+        auth: t.owned,
+        streaming: t.front.ops.iter().any(|o| o.front && o.stream.is_some()),
+    }
 }

@@ -1,11 +1,13 @@
 //! Answers as server-sent events (an operation with `stream`): each time the task changes, every
 //! frame rule whose `when` holds writes one `data:` event; the stream ends when the task ends
-//! (or, with `until = "settled"`, also when it waits for input), after an optional last line
-//! such as OpenAI's `[DONE]`.
+//! (or, with `until = "settled"`, also when it waits for input; or when the form's `end` holds),
+//! after an optional last line such as OpenAI's `[DONE]`. With `every`, the frames run again as
+//! a heartbeat (`event.tick`) when the task has not changed for that long.
 //!
 //! The task is followed the way a polling client would follow it: read from the store (where the
 //! watcher and background executions write), and refreshed from the back with the route's
-//! backoff. A stream lasts at most the route's `sync_timeout`; the client may then ask again.
+//! backoff. A stream lasts at most the route's `sync_timeout`; then it closes, or with
+//! `timeout = "frames"` writes a last event (`event.timeout`) first; the client may ask again.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -82,6 +84,8 @@ impl Follow<'_> {
         let mut seen: Option<Value> = None;
         let mut seq = 0u64;
         let mut spent = Spent::default();
+        // When the last event was written: a heartbeat (`every`) is due that long after it.
+        let mut last_event = start;
         loop {
             let stored = self.load(task_id).await?;
             let mut cx = Cx {
@@ -99,26 +103,56 @@ impl Follow<'_> {
             // What a client can see of the task; a change the client cannot see (a status id the
             // back renews on every poll) is no event.
             let visible = visible(&stored);
-            if seen.as_ref() != Some(&visible) {
+            let now = Instant::now();
+            let changed = seen.as_ref() != Some(&visible);
+            let tick = !changed && self.stream.every.is_some_and(|e| now >= last_event + e);
+            if changed || tick {
                 seen = Some(visible);
-                let last = self.settled(&stored);
-                self.emit(&stored, seq, last, tx).await?;
+                let mut event = Event {
+                    first: seq == 0,
+                    last: false,
+                    seq,
+                    tick,
+                    timeout: false,
+                };
+                event.last = self.ends(&stored, event);
+                self.emit(&stored, event, tx).await?;
                 seq += 1;
-                if last {
-                    if let Some(done) = &self.stream.done {
-                        send(tx, format!("data: {done}\n\n")).await?;
-                    }
-                    return Ok(());
+                last_event = now;
+                if event.last {
+                    return self.close(tx).await;
                 }
             }
-            let now = Instant::now();
             if now >= deadline {
-                return Err("sync_timeout reached".to_string());
+                if !self.stream.timeout_frames {
+                    return Err("sync_timeout reached".to_string());
+                }
+                let event = Event {
+                    first: seq == 0,
+                    last: true,
+                    seq,
+                    tick: false,
+                    timeout: true,
+                };
+                self.emit(&stored, event, tx).await?;
+                return self.close(tx).await;
             }
             interval =
                 super::follow::follow_interval(now - start, self.t.settings.poll_max_interval);
-            tokio::time::sleep(interval.min(deadline - now)).await;
+            let mut wake = deadline;
+            if let Some(every) = self.stream.every {
+                wake = wake.min(last_event + every);
+            }
+            tokio::time::sleep(interval.min(wake.saturating_duration_since(now))).await;
         }
+    }
+
+    /// The stream's last line, if the form has one.
+    async fn close(&self, tx: &mpsc::Sender<Bytes>) -> Result<(), String> {
+        if let Some(done) = &self.stream.done {
+            send(tx, format!("data: {done}\n\n")).await?;
+        }
+        Ok(())
     }
 
     async fn load(&self, task_id: &str) -> Result<Stored, String> {
@@ -130,26 +164,31 @@ impl Follow<'_> {
             .ok_or_else(|| format!("task `{task_id}` is gone"))
     }
 
-    fn settled(&self, stored: &Stored) -> bool {
+    /// Whether the stream ends with this event: the form's `end` holds, or the task has
+    /// ended (or, with `until = "settled"`, waits for input).
+    fn ends(&self, stored: &Stored, event: Event) -> bool {
+        if let Some(end) = &self.stream.end {
+            let doc = self.doc(stored, event);
+            return dialect::holds(end, &doc, &self.t.front_ctx());
+        }
         let s = stored.task.status;
         s.is_terminal() || (self.stream.until == Until::Settled && s == Status::AwaitingInput)
+    }
+
+    fn doc<'s>(&self, stored: &'s Stored, event: Event) -> Canonical<'s> {
+        Canonical::front_of(&stored.task)
+            .with_request(self.request.clone())
+            .with_event(event)
     }
 
     /// Writes the events of one state of the task.
     async fn emit(
         &self,
         stored: &Stored,
-        seq: u64,
-        last: bool,
+        event: Event,
         tx: &mpsc::Sender<Bytes>,
     ) -> Result<(), String> {
-        let doc = Canonical::front_of(&stored.task)
-            .with_request(self.request.clone())
-            .with_event(Event {
-                first: seq == 0,
-                last,
-                seq,
-            });
+        let doc = self.doc(stored, event);
         let ctx = self.t.front_ctx();
         for frame in &self.stream.frames {
             if frame

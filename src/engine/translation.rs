@@ -14,7 +14,7 @@ use crate::error::ProxyError;
 use crate::upstream::UpstreamError;
 use mapping::dialect::doc::text_of;
 use mapping::dialect::expr::Expr;
-use mapping::dialect::mapping::{Op, Returns, Rules};
+use mapping::dialect::mapping::{Check, Op, Returns, Rules};
 use mapping::dialect::template::PathTemplate;
 use mapping::dialect::{self, Canonical, CodecError, Context, Decoded, Doc, Mapping, Message};
 use mapping::task::{Observation, Status, StepSource, Task, TaskPatch};
@@ -34,6 +34,18 @@ pub fn read_echo(
     Ok(read.request().cloned())
 }
 
+/// The first of `checks` that does not hold of `doc`, as the error it answers with.
+pub fn check(checks: &[Check], doc: &dyn Doc, ctx: &Context<'_>) -> Result<(), ProxyError> {
+    match checks.iter().find(|c| !dialect::holds(&c.holds, doc, ctx)) {
+        None => Ok(()),
+        Some(c) => Err(ProxyError::Refused {
+            status: c.status,
+            code: c.code.clone(),
+            message: c.message.clone(),
+        }),
+    }
+}
+
 /// The front form that takes a request, and the canonical document its request rules read
 /// (path parameters are set on `msg`). A request no form takes is refused as the mapping says,
 /// else `NoOperation`; one the form cannot read is an invalid request, field by field.
@@ -48,6 +60,7 @@ pub fn read_front<'m>(
         return Err(match front.refusal(method, path) {
             Some(r) => ProxyError::Refused {
                 status: r.status,
+                code: "refused".to_string(),
                 message: r.message.clone(),
             },
             None => ProxyError::NoOperation {

@@ -15,9 +15,9 @@
 //! | `tasks` | the tasks a search found |
 //! | `steps` | the steps a step search found (each also with `agent`, its task's) |
 //! | `request` | `request.id`: the request id; anything else a front's `[request]` rules read (`request.rpc_id`), echoed into its answers and errors |
-//! | `event` | in stream frames: `first`, `last` (the stream ends after it), `seq` |
+//! | `event` | in stream frames: `first`, `last` (the stream ends after it), `seq`, `tick` (a heartbeat: nothing changed), `timeout` (the stream's time is up) |
 //! | `charge` | `charge.credits`: what this request charged, on priced routes |
-//! | `agent` | what `describe` says: `name`, `title`, `dialect`, `url`, `operations`, `input_schema` |
+//! | `agent` | what `describe` says: `name`, `title`, `dialect`, `url`, `operations`, `input_schema`; in `[answer.NAME]` forms and `checks`, its cheap part (`name`, `title`, `description`, `dialect`, `url`, `base_url`, `auth`, `streaming`) |
 //! | `var` | the dialect's variables (`[vars]`, overridden per route) |
 //! | `discovered` | what a back's `[discover]` call read (open: its rules name what they keep) |
 
@@ -124,7 +124,10 @@ pub fn is_known(path: &[String]) -> bool {
         ),
         // Open: a front's [request] rules, a back's [discover] rules, name what they keep.
         "request" | "discovered" => !rest.is_empty(),
-        "event" => matches!(rest.as_slice(), ["first"] | ["last"] | ["seq"]),
+        "event" => matches!(
+            rest.as_slice(),
+            ["first"] | ["last"] | ["seq"] | ["tick"] | ["timeout"]
+        ),
         "charge" => matches!(rest.as_slice(), ["credits"]),
         "agent" => matches!(
             rest.as_slice(),

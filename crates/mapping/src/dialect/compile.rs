@@ -15,9 +15,9 @@ use toml::Spanned;
 use super::canonical;
 use super::expr::Expr;
 use super::file::{
-    CallSection, Condition as ConditionSection, DiscoverSection, ErrorSection, FieldRule,
-    IdsSection, OperationSection, RefuseSection, RequestSection, ShapeSection, StatusSection,
-    StreamSection, TableSection,
+    AnswerSection, CallSection, CheckSection, Condition as ConditionSection, DiscoverSection,
+    ErrorSection, FieldRule, IdsSection, OperationSection, RefuseSection, RequestSection,
+    ShapeSection, StatusSection, StreamSection, TableSection,
 };
 use super::location::{JsonLocation, Location};
 use super::mapping::*;
@@ -44,6 +44,7 @@ const TOP_KEYS: &[&str] = &[
     "discover",
     "operations",
     "refuse",
+    "answer",
 ];
 
 /// Where `[discover]` reads by default: the A2A well-known card path (RFC 8615), the one
@@ -83,6 +84,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Mapping, Problems> {
             "shapes" => raw.shapes = entries::<ShapeSection>(value, name, &mut p),
             "operations" => raw.operations = entries::<OperationSection>(value, name, &mut p),
             "refuse" => raw.refuse = entries::<RefuseSection>(value, name, &mut p),
+            "answer" => raw.answers = entries::<AnswerSection>(value, name, &mut p),
             other => p.at(
                 Some(key.span()),
                 other,
@@ -127,6 +129,7 @@ struct Raw {
     discover: Option<DiscoverSection>,
     operations: Vec<(Spanned<String>, OperationSection)>,
     refuse: Vec<(Spanned<String>, RefuseSection)>,
+    answers: Vec<(Spanned<String>, AnswerSection)>,
 }
 
 /// The entries of a table of tables (`[shapes.NAME]`), each deserialized on its own.
@@ -260,7 +263,13 @@ fn compile(raw: Raw, origin: &str, p: &mut Collector<'_>) -> Option<Mapping> {
         .and_then(|e| cx.expr(e.status.as_ref(), "error.status", false, p));
     let request = raw
         .request
+        .as_ref()
         .map(|r| cx.rules(&r.fields, "request", &[], false, p));
+    let request_checks = raw
+        .request
+        .as_ref()
+        .map(|r| cx.checks(r.checks.as_deref(), "request.checks", p))
+        .unwrap_or_default();
     for (call_name, call) in &raw.calls {
         if let Some(c) = cx.call(call_name.get_ref(), call, p) {
             cx.calls.insert(call_name.get_ref().clone(), Arc::new(c));
@@ -290,10 +299,15 @@ fn compile(raw: Raw, origin: &str, p: &mut Collector<'_>) -> Option<Mapping> {
             );
             continue;
         };
-        if let Some(compiled) = cx.operation(op_name.get_ref(), kind, op, p) {
+        if let Some(compiled) = cx.operation("operations", op_name.get_ref(), kind, op, p) {
             ops.push(compiled);
         }
     }
+    let answers = raw
+        .answers
+        .iter()
+        .filter_map(|(name, a)| cx.answer(name.get_ref(), a, p))
+        .collect();
     for (op_name, op) in &raw.operations {
         if let Some(o) = &op.otherwise {
             let ok = ops
@@ -319,6 +333,8 @@ fn compile(raw: Raw, origin: &str, p: &mut Collector<'_>) -> Option<Mapping> {
         .collect();
     Some(Mapping {
         refused,
+        answers,
+        request_checks,
         name,
         title: raw.title.unwrap_or_default(),
         origin: origin.to_string(),
@@ -738,21 +754,145 @@ impl RuleCx<'_> {
                 }
             })
             .collect();
+        let every =
+            s.every
+                .as_ref()
+                .and_then(|e| match crate::units::parse_duration(e.get_ref()) {
+                    Ok(d) if !d.is_zero() => Some(d),
+                    Ok(_) => {
+                        p.at(
+                            Some(e.span()),
+                            format!("{where_}.every"),
+                            "must be longer than 0s",
+                        );
+                        None
+                    }
+                    Err(err) => {
+                        p.at(Some(e.span()), format!("{where_}.every"), err.to_string());
+                        None
+                    }
+                });
+        let timeout_frames = match s.timeout.as_ref().map(|t| t.get_ref().as_str()) {
+            None | Some("end") => false,
+            Some("frames") => true,
+            Some(other) => {
+                p.at(
+                    s.timeout.as_ref().map(|t| t.span()),
+                    format!("{where_}.timeout"),
+                    format!("`{other}` is not `end` or `frames`"),
+                );
+                false
+            }
+        };
+        if s.end.is_some() && s.until.is_some() {
+            p.at(
+                s.end.as_ref().map(|e| e.span()),
+                format!("{where_}.end"),
+                "give `end` or `until`, not both",
+            );
+        }
         Some(Stream {
             frames,
             until,
+            end: self.expr(s.end.as_ref(), &format!("{where_}.end"), false, p),
             done: s.done.clone(),
+            every,
+            timeout_frames,
         })
+    }
+
+    /// `[answer.NAME]`: compiled as a front form of `describe` that interlingua answers itself.
+    fn answer(&self, key: &str, a: &AnswerSection, p: &mut Collector<'_>) -> Option<Op> {
+        let section = OperationSection {
+            operation: None,
+            method: a.method.clone(),
+            path: a.path.clone(),
+            conditions: a.conditions.clone(),
+            when: None,
+            side: None,
+            then: None,
+            target: None,
+            stream: None,
+            also: a.also.clone(),
+            status: a.status.clone(),
+            returns: None,
+            otherwise: None,
+            wait: None,
+            failed: None,
+            timeout: None,
+            validate: None,
+            public: Some(a.public.unwrap_or(false)),
+            checks: a.checks.clone(),
+            before_payment: None,
+            request: a.request.clone(),
+            response: a.response.clone(),
+        };
+        let mut op = self.operation("answer", key, Operation::Describe, &section, p)?;
+        op.front = true;
+        op.back = false;
+        op.reply = true;
+        Some(op)
+    }
+
+    /// Request guards (`checks`).
+    fn checks(
+        &self,
+        checks: Option<&[Spanned<CheckSection>]>,
+        where_: &str,
+        p: &mut Collector<'_>,
+    ) -> Vec<Check> {
+        checks
+            .iter()
+            .copied()
+            .flatten()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                let at = format!("{where_}[{i}]");
+                let c = c.get_ref();
+                let holds = self.expr(Some(&c.holds), &format!("{at}.holds"), false, p)?;
+                let status = match &c.status {
+                    None => 400,
+                    Some(s) if (400..=599).contains(s.get_ref()) => *s.get_ref(),
+                    Some(s) => {
+                        p.at(
+                            Some(s.span()),
+                            format!("{at}.status"),
+                            "must be an HTTP error status (400-599)",
+                        );
+                        return None;
+                    }
+                };
+                let code = match &c.code {
+                    None => "refused".to_string(),
+                    Some(k) if is_name(k.get_ref()) => k.get_ref().clone(),
+                    Some(k) => {
+                        p.at(
+                            Some(k.span()),
+                            format!("{at}.code"),
+                            "must be a name of letters, digits and '_'",
+                        );
+                        return None;
+                    }
+                };
+                Some(Check {
+                    holds,
+                    status,
+                    code,
+                    message: c.message.clone(),
+                })
+            })
+            .collect()
     }
 
     fn operation(
         &self,
+        section: &str,
         key: &str,
         kind: Operation,
         op: &OperationSection,
         p: &mut Collector<'_>,
     ) -> Option<Op> {
-        let where_ = format!("operations.{key}");
+        let where_ = format!("{section}.{key}");
         let exchange = self.exchange(
             key,
             (&op.method, &op.path, op.target.as_ref()),
@@ -923,6 +1063,8 @@ impl RuleCx<'_> {
             otherwise: op.otherwise.as_ref().map(|o| o.get_ref().clone()),
             validate,
             public: op.public.unwrap_or(kind == Operation::Describe),
+            reply: false,
+            checks: self.checks(op.checks.as_deref(), &format!("{where_}.checks"), p),
             before_payment,
             request,
             response,

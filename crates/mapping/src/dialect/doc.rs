@@ -397,6 +397,10 @@ pub struct Event {
     pub first: bool,
     pub last: bool,
     pub seq: u64,
+    /// A heartbeat: the task has not changed since the last event.
+    pub tick: bool,
+    /// The stream's time (`sync_timeout`) is up; the task goes on.
+    pub timeout: bool,
 }
 
 /// An error as a front's `[error]` rules read it. `None`s are left out.
@@ -907,10 +911,15 @@ mod tests {
                 first: true,
                 last: false,
                 seq: 0,
+                tick: false,
+                timeout: false,
             });
         let v = Doc::to_value(&doc);
         assert_eq!(v["charge"], json!({"credits": 4}));
-        assert_eq!(v["event"], json!({"first": true, "last": false, "seq": 0}));
+        assert_eq!(
+            v["event"],
+            json!({"first": true, "last": false, "seq": 0, "tick": false, "timeout": false})
+        );
         assert_eq!(doc.request(), Some(&json!({"id": "r-1", "rpc_id": 7})));
         for p in ["charge.credits", "event.seq", "request.rpc_id", "task.id"] {
             assert!(canonical::is_known(&path(p)), "{p}");

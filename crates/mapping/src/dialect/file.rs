@@ -93,7 +93,27 @@ pub struct TableSection {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestSection {
+    #[serde(default)]
     pub fields: Vec<Spanned<FieldRule>>,
+    /// What every front request must satisfy, checked once `fields` are read; the first that
+    /// fails answers with its error.
+    pub checks: Option<Vec<Spanned<CheckSection>>>,
+}
+
+/// A request guard: an expression over what the request's rules read (`request.*`), the route's
+/// agent (`agent.name`, `agent.title`, `agent.description`, `agent.auth`) and the variables;
+/// when it is not truthy the request is refused with this error, rendered by `[error]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckSection {
+    pub holds: Spanned<String>,
+    /// The HTTP status of the refusal (400-599; default 400).
+    pub status: Option<Spanned<u16>>,
+    /// The error's code (`error.code`, which `[error]` rules may translate through a table);
+    /// default `refused`.
+    pub code: Option<Spanned<String>>,
+    /// The error's message.
+    pub message: String,
 }
 
 /// `stream`: an operation that answers with server-sent events as the task progresses.
@@ -107,6 +127,16 @@ pub struct StreamSection {
     pub until: Option<Spanned<String>>,
     /// A last `data:` line after the final event (OpenAI's `[DONE]`).
     pub done: Option<String>,
+    /// An expression over the task and the request: the stream ends after the event in which it
+    /// holds (instead of `until`).
+    pub end: Option<Spanned<String>>,
+    /// A heartbeat: when the task has not changed for this long ("10s"), the frames run again
+    /// with `event.tick` true.
+    pub every: Option<Spanned<String>>,
+    /// At the route's `sync_timeout`: `"end"` (default) closes the stream as it is; `"frames"`
+    /// runs the frames once more with `event.timeout` and `event.last` true (a last answer
+    /// saying the task goes on), then closes it.
+    pub timeout: Option<Spanned<String>>,
 }
 
 /// `[ids]`: how canonical ids are rendered in this dialect.
@@ -200,6 +230,8 @@ pub struct OperationSection {
     /// Front: whether it is answered without a token on routes with auth. Default: `describe`
     /// forms are (discovery documents), others are not.
     pub public: Option<bool>,
+    /// Front: what the request must also satisfy once it is read (see `[request] checks`).
+    pub checks: Option<Vec<Spanned<CheckSection>>>,
     /// Back, create_task: what must hold of the task, once the agent's answer is in it, before
     /// the route's payment rail pays for the job; a check that fails fails the task (reason
     /// `payment`, its message saying why) and nothing is paid.
@@ -227,6 +259,29 @@ pub struct FrameSection {
     pub when: Option<Spanned<String>>,
     /// The event's body.
     pub fields: Vec<Spanned<FieldRule>>,
+}
+
+/// `[answer.NAME]`: a request of the dialect answered by interlingua itself, with no task and no
+/// call to the agent (a protocol handshake, a ping, an acknowledged notification): chosen like an
+/// operation's front form, its `response` rules written over `request.*`, the route's agent
+/// (`agent.name`, `agent.title`, `agent.description`, `agent.auth`, `agent.url`,
+/// `agent.base_url`) and the variables.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerSection {
+    pub method: Spanned<String>,
+    pub path: Spanned<String>,
+    #[serde(rename = "match")]
+    pub conditions: Option<Vec<Spanned<Condition>>>,
+    pub also: Option<Vec<Spanned<String>>>,
+    /// The answer's status (default 200); an answer with no body rules has an empty body.
+    pub status: Option<Spanned<u16>>,
+    /// Answered without a token on routes with auth (default false).
+    pub public: Option<bool>,
+    pub checks: Option<Vec<Spanned<CheckSection>>>,
+    /// Rules reading the request into `request.*` for the response rules.
+    pub request: Option<Vec<Spanned<FieldRule>>>,
+    pub response: Option<Vec<Spanned<FieldRule>>>,
 }
 
 /// `[refuse.NAME]`: a request of the dialect that interlingua knows and always refuses (a call

@@ -34,12 +34,26 @@ pub struct Mapping {
     pub error_status: Option<Expr>,
     /// Fields read from every front request into `request.*`.
     pub request: Option<Rules>,
+    /// What every front request must satisfy once `request` has read it (`[request] checks`).
+    pub request_checks: Vec<Check>,
     /// Back: the call that learns `discovered.*` (`[discover]`).
     pub discover: Option<Discover>,
     /// Operations in file order.
     pub ops: Vec<Op>,
     /// Requests the dialect knows and interlingua refuses (`[refuse.NAME]`).
     pub refused: Vec<Refusal>,
+    /// Requests interlingua answers itself (`[answer.NAME]`): front forms with `reply` set.
+    pub answers: Vec<Op>,
+}
+
+/// A request guard (`checks`): when `holds` is not truthy, the request is refused with this
+/// error.
+#[derive(Debug)]
+pub struct Check {
+    pub holds: Expr,
+    pub status: u16,
+    pub code: String,
+    pub message: String,
 }
 
 /// A front request that is always refused, with the error it gets.
@@ -111,6 +125,7 @@ impl Mapping {
     ) -> Option<(&Op, BTreeMap<String, String>)> {
         self.ops
             .iter()
+            .chain(&self.answers)
             .filter(|o| o.front && o.method == *method)
             .filter(|o| o.conditions.iter().all(|c| c.holds(msg)))
             .flat_map(|o| std::iter::once(&o.path).chain(&o.also).map(move |t| (o, t)))
@@ -316,6 +331,11 @@ pub struct Op {
     pub validate: Option<Vec<String>>,
     /// Front: answered without a token on routes with auth.
     pub public: bool,
+    /// Front: an `[answer.NAME]`, which interlingua answers itself (no task, no agent call);
+    /// `op` is then `describe`, the operation whose cheap part (`agent.*`) it may read.
+    pub reply: bool,
+    /// Front: what the request must also satisfy once read.
+    pub checks: Vec<Check>,
     /// Back, create_task: what must hold before the route's payment rail pays for the job.
     pub before_payment: Vec<PaymentCheck>,
     pub request: Rules,
@@ -365,7 +385,15 @@ pub struct Stream {
     /// Each makes one event when its condition holds, every time the task changes.
     pub frames: Vec<Frame>,
     pub until: Until,
+    /// Ends the stream after the event in which it holds, instead of `until`.
+    pub end: Option<Expr>,
     pub done: Option<String>,
+    /// A heartbeat: the frames run again (`event.tick`) when the task has not changed for this
+    /// long.
+    pub every: Option<std::time::Duration>,
+    /// At `sync_timeout`, the frames run once more (`event.timeout`, `event.last`) before the
+    /// stream closes; otherwise it just closes.
+    pub timeout_frames: bool,
 }
 
 /// One kind of event of a stream: when it is written, and its body.

@@ -49,6 +49,7 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         "openai_chat",
         include_str!("../../../../mappings/openai_chat.toml"),
     ),
+    ("mcp", include_str!("../../../../mappings/mcp.toml")),
 ];
 
 /// Where a mapping comes from.
