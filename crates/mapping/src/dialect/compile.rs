@@ -1812,4 +1812,103 @@ path = "/tasks/{task_id}/steps"
             );
         }
     }
+
+    /// `[answer.NAME]` forms compete with operations for a request; `checks` guard the request
+    /// and forms; stream forms take `end`, `every` and `timeout`.
+    const ANSWERING: &str = r#"dialect = "answering"
+
+[request]
+fields = [{ header = "X-Version", field = "request.version" }]
+checks = [{ holds = "!request.version || request.version == '2'", status = 400, code = "bad_version", message = "v2 only" }]
+
+[answer.ping]
+method = "POST"
+path = "/rpc"
+match = [{ json = "$.method", equals = ["ping"] }]
+response = [{ json = "$.result", value = "{}" }]
+
+[answer.note]
+method = "POST"
+path = "/rpc"
+match = [{ json = "$.id", present = false }]
+status = 202
+
+[operations.create_task]
+method = "POST"
+path = "/rpc"
+match = [{ json = "$.method", equals = ["run"] }]
+checks = [{ holds = "request.tool == agent.name", message = "Unknown tool" }]
+stream = { end = "task.status == 'completed'", every = "10s", timeout = "frames", frames = [
+  { fields = [{ json = "$.seq", value = "event.seq" }] },
+] }
+"#;
+
+    #[test]
+    fn answers_checks_and_stream_endings_are_compiled() {
+        let m = parse(ANSWERING, "answering.toml").unwrap();
+        let post = Method::POST;
+        let chosen = |body| {
+            m.match_front(&post, "/rpc", &message(body, &[]))
+                .map(|(o, _)| (o.key.as_str(), o.reply, o.status))
+        };
+        assert_eq!(
+            chosen(serde_json::json!({"id": 1, "method": "ping"})),
+            Some(("ping", true, 200))
+        );
+        assert_eq!(
+            chosen(serde_json::json!({"method": "hello"})),
+            Some(("note", true, 202))
+        );
+        assert_eq!(
+            chosen(serde_json::json!({"id": 2, "method": "run"})),
+            Some(("create_task", false, 200))
+        );
+        assert_eq!(
+            chosen(serde_json::json!({"id": 3, "method": "other"})),
+            None
+        );
+        // Answers are not operations: never a back form, never public unless they say so.
+        assert!(m.ops.iter().all(|o| !o.reply));
+        assert!(m.answers.iter().all(|a| a.front && !a.back && !a.public));
+        let check = &m.request_checks[0];
+        assert_eq!(
+            (check.status, check.code.as_str(), check.message.as_str()),
+            (400, "bad_version", "v2 only")
+        );
+        let op = &m.ops[0];
+        assert_eq!(
+            (op.checks[0].status, op.checks[0].code.as_str()),
+            (400, "refused")
+        );
+        let stream = op.stream.as_ref().unwrap();
+        assert!(stream.end.is_some() && stream.timeout_frames);
+        assert_eq!(stream.every, Some(std::time::Duration::from_secs(10)));
+
+        let broken = ANSWERING
+            .replace("status = 202", "status = 2")
+            .replace(
+                "status = 400, code = \"bad_version\"",
+                "status = 200, code = \"bad version\"",
+            )
+            .replace("every = \"10s\"", "every = \"0s\", until = \"settled\"")
+            .replace("timeout = \"frames\"", "timeout = \"never\"");
+        let text: Vec<String> = parse(&broken, "answering.toml")
+            .unwrap_err()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        for expected in [
+            "answer.note.status: must be an HTTP status (100-599)",
+            "request.checks[0].status: must be an HTTP error status (400-599)",
+            "operations.create_task.stream.every: must be longer than 0s",
+            "operations.create_task.stream.timeout: `never` is not `end` or `frames`",
+            "operations.create_task.stream.end: give `end` or `until`, not both",
+        ] {
+            assert!(
+                text.iter().any(|t| t.contains(expected)),
+                "missing `{expected}` in:\n{}",
+                text.join("\n")
+            );
+        }
+    }
 }
