@@ -17,6 +17,9 @@ const WORK: Duration = Duration::from_millis(1200);
 /// Long enough that a call gives up at the route's `sync_timeout` (1 s on `/slow`).
 const SLOW_WORK: Duration = Duration::from_secs(4);
 
+/// A request body, its extra headers, and the HTTP status and JSON-RPC code it must get.
+type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], u16, i64);
+
 struct World {
     proxy: Proxy,
     admin: Admin,
@@ -252,7 +255,7 @@ async fn mcp_front_answers_the_protocol_itself_and_refuses_what_it_does_not_serv
     assert!(tools.iter().all(|t| t.get("outputSchema").is_none()));
 
     // The error table: transport faults keep their HTTP status, JSON-RPC ones are 200.
-    let cases: [(&str, &[(&str, &str)], u16, i64); 6] = [
+    let cases: [Case; 6] = [
         (
             r#"{"jsonrpc":"2.0","id":5,"method":"server/discover"}"#,
             &[("mcp-protocol-version", "2026-07-28")],
