@@ -190,7 +190,11 @@ async fn mcp_front_answers_the_protocol_itself_and_refuses_what_it_does_not_serv
     let r = &a.last()["result"];
     assert_eq!(a.last()["id"], 0);
     assert_eq!(r["protocolVersion"], "2025-06-18");
-    assert_eq!(r["capabilities"], json!({"tools": {"listChanged": false}}));
+    assert_eq!(
+        r["capabilities"],
+        json!({"tools": {"listChanged": false},
+            "tasks": {"cancel": {}, "list": {}, "requests": {"tools": {"call": {}}}}})
+    );
     assert_eq!(r["serverInfo"]["name"], "upper");
     for asked in ["2026-07-28", "1999-01-01"] {
         let body = format!(

@@ -26,6 +26,8 @@ use store::Stored;
 
 /// How many events may wait for a slow client before the stream pauses.
 const BACKLOG: usize = 16;
+/// The longest a stream that lasts as long as its task (`lasts = "task"`) is kept open.
+const LONGEST: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// Starts following `task_id` for the front operation `op`; events arrive on the receiver.
 /// `answer` is the operation's canonical answer (its `request` echo is kept for every event).
@@ -79,7 +81,14 @@ struct Follow<'a> {
 impl Follow<'_> {
     async fn run(&self, task_id: &str, tx: &mpsc::Sender<Bytes>) -> Result<(), String> {
         let start = Instant::now();
-        let deadline = start + self.t.settings.sync_timeout;
+        let deadline = start
+            + if self.stream.lasts_task {
+                LONGEST
+            } else {
+                self.t.settings.sync_timeout
+            };
+        // When anything was last written: a keepalive comment is due that long after it.
+        let mut last_write = start;
         let mut interval = super::follow::FOLLOW_MIN;
         let mut seen: Option<Value> = None;
         let mut seq = 0u64;
@@ -116,7 +125,9 @@ impl Follow<'_> {
                     timeout: false,
                 };
                 event.last = self.ends(&stored, event);
-                self.emit(&stored, event, tx).await?;
+                if self.emit(&stored, event, tx).await? {
+                    last_write = now;
+                }
                 seq += 1;
                 last_event = now;
                 if event.last {
@@ -137,11 +148,20 @@ impl Follow<'_> {
                 self.emit(&stored, event, tx).await?;
                 return self.close(tx).await;
             }
+            if let Some(keepalive) = self.stream.keepalive {
+                if now >= last_write + keepalive {
+                    send(tx, ": keepalive\n\n".to_string()).await?;
+                    last_write = now;
+                }
+            }
             interval =
                 super::follow::follow_interval(now - start, self.t.settings.poll_max_interval);
             let mut wake = deadline;
             if let Some(every) = self.stream.every {
                 wake = wake.min(last_event + every);
+            }
+            if let Some(keepalive) = self.stream.keepalive {
+                wake = wake.min(last_write + keepalive);
             }
             tokio::time::sleep(interval.min(wake.saturating_duration_since(now))).await;
         }
@@ -181,13 +201,14 @@ impl Follow<'_> {
             .with_event(event)
     }
 
-    /// Writes the events of one state of the task.
+    /// Writes the events of one state of the task; whether any frame wrote one.
     async fn emit(
         &self,
         stored: &Stored,
         event: Event,
         tx: &mpsc::Sender<Bytes>,
-    ) -> Result<(), String> {
+    ) -> Result<bool, String> {
+        let mut wrote = false;
         let doc = self.doc(stored, event);
         let ctx = self.t.front_ctx();
         for frame in &self.stream.frames {
@@ -202,9 +223,10 @@ impl Follow<'_> {
                 .map_err(|e| format!("writing an event: {e}"))?;
             if let Some(body) = event.body {
                 send(tx, format!("data: {body}\n\n")).await?;
+                wrote = true;
             }
         }
-        Ok(())
+        Ok(wrote)
     }
 }
 

@@ -754,24 +754,37 @@ impl RuleCx<'_> {
                 }
             })
             .collect();
-        let every =
-            s.every
-                .as_ref()
-                .and_then(|e| match crate::units::parse_duration(e.get_ref()) {
-                    Ok(d) if !d.is_zero() => Some(d),
-                    Ok(_) => {
-                        p.at(
-                            Some(e.span()),
-                            format!("{where_}.every"),
-                            "must be longer than 0s",
-                        );
-                        None
-                    }
-                    Err(err) => {
-                        p.at(Some(e.span()), format!("{where_}.every"), err.to_string());
-                        None
-                    }
-                });
+        let period = |key: &str, d: Option<&Spanned<String>>, p: &mut Collector<'_>| {
+            d.and_then(|e| match crate::units::parse_duration(e.get_ref()) {
+                Ok(d) if !d.is_zero() => Some(d),
+                Ok(_) => {
+                    p.at(
+                        Some(e.span()),
+                        format!("{where_}.{key}"),
+                        "must be longer than 0s",
+                    );
+                    None
+                }
+                Err(err) => {
+                    p.at(Some(e.span()), format!("{where_}.{key}"), err.to_string());
+                    None
+                }
+            })
+        };
+        let every = period("every", s.every.as_ref(), p);
+        let keepalive = period("keepalive", s.keepalive.as_ref(), p);
+        let lasts_task = match s.lasts.as_ref().map(|t| t.get_ref().as_str()) {
+            None | Some("sync_timeout") => false,
+            Some("task") => true,
+            Some(other) => {
+                p.at(
+                    s.lasts.as_ref().map(|t| t.span()),
+                    format!("{where_}.lasts"),
+                    format!("`{other}` is not `sync_timeout` or `task`"),
+                );
+                false
+            }
+        };
         let timeout_frames = match s.timeout.as_ref().map(|t| t.get_ref().as_str()) {
             None | Some("end") => false,
             Some("frames") => true,
@@ -798,6 +811,8 @@ impl RuleCx<'_> {
             done: s.done.clone(),
             every,
             timeout_frames,
+            lasts_task,
+            keepalive,
         })
     }
 

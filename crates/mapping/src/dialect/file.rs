@@ -137,6 +137,13 @@ pub struct StreamSection {
     /// runs the frames once more with `event.timeout` and `event.last` true (a last answer
     /// saying the task goes on), then closes it.
     pub timeout: Option<Spanned<String>>,
+    /// How long the stream may last: `"sync_timeout"` (default, the route's) or `"task"`: until
+    /// the task ends (a task waiting for input ends at the route's `input_timeout`), at most an
+    /// hour.
+    pub lasts: Option<Spanned<String>>,
+    /// An SSE comment line written when nothing was written for this long ("15s"), so that
+    /// clients and intermediaries with read timeouts keep a quiet stream open.
+    pub keepalive: Option<Spanned<String>>,
 }
 
 /// `[ids]`: how canonical ids are rendered in this dialect.

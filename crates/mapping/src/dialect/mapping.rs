@@ -394,6 +394,10 @@ pub struct Stream {
     /// At `sync_timeout`, the frames run once more (`event.timeout`, `event.last`) before the
     /// stream closes; otherwise it just closes.
     pub timeout_frames: bool,
+    /// Whether the stream lasts until the task ends rather than the route's `sync_timeout`.
+    pub lasts_task: bool,
+    /// An SSE comment after this long without a write.
+    pub keepalive: Option<std::time::Duration>,
 }
 
 /// One kind of event of a stream: when it is written, and its body.
