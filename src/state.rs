@@ -22,6 +22,8 @@ use store::{Leases, StoreError, TaskStore};
 pub enum StateError {
     #[error(transparent)]
     Key(crate::auth::KeyError),
+    #[error("cannot make a sealing key: the system has no randomness to give ({0})")]
+    SealKey(getrandom::Error),
 }
 
 /// Shared state of a running server.
@@ -42,6 +44,23 @@ pub struct State {
     pub shared_limits: Option<Arc<Shared>>,
     /// Follows unfinished tasks until they end.
     pub watcher: Arc<Watcher>,
+}
+
+/// The key behind the mappings' sealed tokens: `[server] seal_key_env`'s, or else 32 random bytes
+/// for this process alone (its tokens do not survive a restart nor reach another instance).
+fn seal_key(config: &Config) -> Result<Arc<[u8]>, StateError> {
+    if let Some(key) = &config.server.seal_key {
+        return Ok(key.0.clone());
+    }
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key).map_err(StateError::SealKey)?;
+    // Only translated routes run mappings; a proxy of passthrough routes seals nothing.
+    if config.routes.iter().any(Route::is_translated) {
+        tracing::info!(
+            "sealed tokens use a per-process key; set [server] seal_key_env for a fleet"
+        );
+    }
+    Ok(Arc::from(key.as_slice()))
 }
 
 /// Opens the store the config names (SQLite in the data directory, or PostgreSQL), applying
@@ -104,6 +123,7 @@ impl State {
             .as_ref()
             .map(|s| Shared::new(s, &config.routes, &metrics));
         let upstreams = Arc::new(Upstreams::new(&config.upstreams));
+        let seal_key = seal_key(&config)?;
         let translated: Vec<Option<Arc<Translated>>> = config
             .routes
             .iter()
@@ -111,7 +131,13 @@ impl State {
                 let front = dialects.get(r.front.name())?.clone();
                 let back = dialects.get(r.back.name())?.clone();
                 let upstream = upstreams.get(r.upstream)?.clone();
-                Some(Arc::new(Translated::new(r, front, back, upstream)))
+                Some(Arc::new(Translated::new(
+                    r,
+                    front,
+                    back,
+                    upstream,
+                    seal_key.clone(),
+                )))
             })
             .collect();
         let watcher = Watcher::new(

@@ -238,6 +238,7 @@ fn every_fixture_translates_to_every_dialect() {
             let ctx = Context {
                 mapping: target,
                 vars: &vars,
+                seal_key: &[],
             };
             let outputs: Vec<(&Op, Value)> = match &fronts_see {
                 Some(doc) => {
@@ -384,6 +385,7 @@ fn read<'m>(fx: &Fixture, m: Option<&'m Mapping>) -> Result<(Option<&'m Op>, Val
     let ctx = Context {
         mapping: m,
         vars: &vars,
+        seal_key: &[],
     };
     if !fx.response {
         let mut msg = fx.msg.clone();

@@ -1,6 +1,6 @@
 //! Properties of the translators, for every built-in dialect: no input makes one panic, and a
 //! canonical document written in a dialect and read back keeps every field that dialect can
-//! carry.
+//! carry. And sealed tokens: no text unseals but what the key sealed, unchanged.
 //!
 //! A round trip writes with a form's rules and reads with the same rules: what interlingua sends
 //! as a back (a request) is what it reads as a front, and what it answers as a front (a response)
@@ -13,6 +13,7 @@ use std::path::Path;
 use std::sync::LazyLock;
 
 use http::Method;
+use mapping::dialect::builtins::{self, Builtin};
 use mapping::dialect::{self, Context, Dialects, Mapping, Message};
 use mapping::task::{Status, Step, Task};
 use proptest::prelude::*;
@@ -186,10 +187,14 @@ fn request_line() -> impl Strategy<Value = (Method, String)> {
     (methods, paths)
 }
 
+/// A real key, so that mappings' `seal` and `unseal` run to the end rather than stop at "no key".
+const SEAL_KEY: &[u8] = b"the properties' sealing key, 32+ bytes";
+
 fn ctx(m: &Mapping) -> Context<'_> {
     Context {
         mapping: m,
         vars: &m.vars,
+        seal_key: SEAL_KEY,
     }
 }
 
@@ -271,6 +276,61 @@ proptest! {
             }
             if let Some(expr) = &m.error_status {
                 let _ = dialect::evaluate(expr, &doc, &ctx);
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------ sealed tokens
+
+fn unseal(text: &str) -> Option<Value> {
+    builtins::call(Builtin::Unseal, vec![Some(Value::from(text))], SEAL_KEY)
+        .expect("unseal never fails")
+}
+
+/// A token sealed with [`SEAL_KEY`] for an hour.
+fn sealed(v: &Value) -> String {
+    let token = builtins::call(
+        Builtin::Seal,
+        vec![Some(v.clone()), Some(Value::from("1h"))],
+        SEAL_KEY,
+    );
+    match token {
+        Ok(Some(Value::String(t))) => t,
+        other => panic!("seal gave {other:?}"),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// Any text a client sends as a token: nothing, never a panic.
+    #[test]
+    fn unseal_of_arbitrary_text_never_panics(
+        text in prop_oneof![
+            any::<String>(),
+            "[A-Za-z0-9_-]{0,80}\\.[A-Za-z0-9_-]{0,60}",
+            "[A-Za-z0-9_.=+/-]{0,200}",
+        ],
+    ) {
+        prop_assert_eq!(unseal(&text), None);
+    }
+
+    /// A sealed value comes back whole; changed anywhere, the token gives nothing.
+    #[test]
+    fn a_sealed_value_comes_back_and_a_changed_token_does_not(
+        v in json_value(),
+        at in any::<prop::sample::Index>(),
+        to in any::<u8>(),
+    ) {
+        let token = sealed(&v);
+        prop_assert_eq!(unseal(&token), Some(v));
+        let mut bytes = token.clone().into_bytes();
+        let i = at.index(bytes.len());
+        bytes[i] = to;
+        if let Ok(changed) = String::from_utf8(bytes) {
+            if changed != token {
+                prop_assert_eq!(unseal(&changed), None);
             }
         }
     }
@@ -411,6 +471,7 @@ fn roundtrip(dialect: &str, form: &str, side: Side, doc: &Value, vars: Value) ->
     let ctx = Context {
         mapping: m,
         vars: &all,
+        seal_key: &[],
     };
     let rules = match side {
         Side::Request => &op.request,

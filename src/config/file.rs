@@ -20,6 +20,8 @@ pub struct ServerSection {
     pub client_body_timeout: Option<Spanned<String>>,
     pub keepalive_timeout: Option<Spanned<String>>,
     pub max_connections: Option<Spanned<i64>>,
+    /// The environment variable holding the key behind the mappings' sealed tokens.
+    pub seal_key_env: Option<Spanned<String>>,
 }
 
 /// `[store]`: where tasks and credits live.

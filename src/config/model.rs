@@ -49,6 +49,26 @@ pub struct ServerSettings {
     pub keepalive_timeout: Duration,
     /// Client connections open at once on each proxy listener; one more is refused (503, close).
     pub max_connections: usize,
+    /// The key behind the tokens the mappings' `seal` makes and `unseal` reads (from
+    /// `seal_key_env`); `None`: each process makes its own, so tokens do not cross instances or
+    /// restarts.
+    pub seal_key: Option<SealKey>,
+}
+
+/// The secret behind sealed tokens: at least [`SealKey::MIN_LEN`] bytes. Its `Debug` shows only
+/// the length, so a logged config never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SealKey(pub std::sync::Arc<[u8]>);
+
+impl SealKey {
+    /// HMAC-SHA256's own output size: a shorter key is easier to guess than the MAC.
+    pub const MIN_LEN: usize = 32;
+}
+
+impl std::fmt::Debug for SealKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SealKey({} bytes)", self.0.len())
+    }
 }
 
 /// Where tasks and credits live, and how instances share them.

@@ -143,6 +143,10 @@ fn server(s: &file::ServerSection, p: &mut Collector<'_>) -> Option<ServerSettin
         DEFAULT_MAX_CONNECTIONS,
         p,
     );
+    let seal_key = match &s.seal_key_env {
+        Some(env) => Some(seal_key(env, p)?),
+        None => None,
+    };
     Some(ServerSettings {
         data_dir,
         threads,
@@ -153,7 +157,27 @@ fn server(s: &file::ServerSection, p: &mut Collector<'_>) -> Option<ServerSettin
         client_body_timeout: client_body_timeout?,
         keepalive_timeout: keepalive_timeout?,
         max_connections,
+        seal_key,
     })
+}
+
+/// `server.seal_key_env`: the key from the environment, at least [`SealKey::MIN_LEN`] bytes.
+fn seal_key(env: &Spanned<String>, p: &mut Collector<'_>) -> Option<SealKey> {
+    let key = access::from_env(env, "server.seal_key_env", p)?;
+    if key.len() < SealKey::MIN_LEN {
+        p.at(
+            Some(env.span()),
+            "server.seal_key_env",
+            format!(
+                "the environment variable `{}` holds {} bytes; a sealing key needs at least {}",
+                env.get_ref(),
+                key.len(),
+                SealKey::MIN_LEN
+            ),
+        );
+        return None;
+    }
+    Some(SealKey(key.into_bytes().into()))
 }
 
 /// An integer setting within `range` (`lowest` says how its low end reads); `None` when absent,
@@ -837,4 +861,56 @@ fn known_list(names: &[&str]) -> String {
     let mut sorted: Vec<&str> = names.to_vec();
     sorted.sort_unstable();
     format!(" (defined: {})", sorted.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::parse;
+
+    /// `[server]` holding `body`, validated: the sealing key's length, or every problem as text.
+    fn seal_key(body: &str) -> Result<Option<usize>, String> {
+        let text = format!("[server]\n{body}\n\n[[listeners]]\naddress = \"127.0.0.1:0\"\n");
+        parse(&text, "t.toml")
+            .map(|c| c.server.seal_key.map(|k| k.0.len()))
+            .map_err(|p| p.to_string())
+    }
+
+    #[test]
+    fn the_sealing_key_comes_from_the_environment_and_is_long_enough() {
+        assert_eq!(seal_key(""), Ok(None));
+        const SET: &str = "INTERLINGUA_UNIT_SEAL_KEY";
+        std::env::set_var(SET, "k".repeat(40));
+        assert_eq!(seal_key(&format!("seal_key_env = \"{SET}\"")), Ok(Some(40)));
+        const SHORT: &str = "INTERLINGUA_UNIT_SEAL_KEY_SHORT";
+        std::env::set_var(SHORT, "too short");
+        let short = seal_key(&format!("seal_key_env = \"{SHORT}\"")).unwrap_err();
+        assert!(
+            short.contains(
+                "t.toml:2:16: server.seal_key_env: the environment variable \
+                 `INTERLINGUA_UNIT_SEAL_KEY_SHORT` holds 9 bytes; a sealing key needs at least 32"
+            ),
+            "{short}"
+        );
+        let unset = seal_key("seal_key_env = \"INTERLINGUA_UNIT_SEAL_KEY_UNSET\"").unwrap_err();
+        assert!(
+            unset.contains(
+                "t.toml:2:16: server.seal_key_env: the environment variable \
+                 `INTERLINGUA_UNIT_SEAL_KEY_UNSET` is not set"
+            ),
+            "{unset}"
+        );
+    }
+
+    #[test]
+    fn the_sealing_key_never_shows_in_a_logged_config() {
+        const SET: &str = "INTERLINGUA_UNIT_SEAL_KEY_SHOWN";
+        std::env::set_var(SET, "a secret that must never be logged!");
+        let text = format!(
+            "[server]\nseal_key_env = \"{SET}\"\n\n[[listeners]]\naddress = \"127.0.0.1:0\"\n"
+        );
+        let config = parse(&text, "t.toml").unwrap();
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("a secret"), "{shown}");
+        assert!(shown.contains("SealKey(35 bytes)"), "{shown}");
+    }
 }

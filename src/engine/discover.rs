@@ -236,6 +236,7 @@ request = [ { param = "id", field = "task.id" }, { header = "X-Via", value = "di
         let ctx = mapping::dialect::Context {
             mapping: &m,
             vars: &vars,
+            seal_key: &[],
         };
         let read = dialect::decode(
             &d.call.response,
@@ -294,6 +295,7 @@ request = [ { param = "id", field = "task.id" }, { header = "X-Via", value = "di
         let ctx = mapping::dialect::Context {
             mapping: &m,
             vars: &vars,
+            seal_key: &[],
         };
         let d = m.discover.as_ref().unwrap();
         let read = dialect::decode(&d.call.response, &Message::with_body(card), &ctx).unwrap();

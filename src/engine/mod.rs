@@ -74,15 +74,18 @@ pub struct Translated {
     pub access: Access,
     /// The service interlingua pays the agent through, when the route names one.
     pub payment: Option<crate::config::PaymentService>,
+    /// The key the mappings' `seal`/`unseal` use (`[server] seal_key_env`, or one per process).
+    pub seal_key: Arc<[u8]>,
 }
 
 impl Translated {
-    /// Binds a route to its mappings.
+    /// Binds a route to its mappings; `seal_key` is what their `seal`/`unseal` use.
     pub fn new(
         route: &Route,
         front: Arc<Mapping>,
         back: Arc<Mapping>,
         upstream: Arc<UpstreamState>,
+        seal_key: Arc<[u8]>,
     ) -> Translated {
         let vars = |m: &Mapping| {
             let mut v = m.vars.clone();
@@ -103,6 +106,7 @@ impl Translated {
             owned: route.access.auth,
             access: route.access.clone(),
             payment: route.payment.clone(),
+            seal_key,
         }
     }
 
@@ -118,6 +122,7 @@ impl Translated {
         Context {
             mapping: &self.front,
             vars: &self.front_vars,
+            seal_key: &self.seal_key,
         }
     }
 
@@ -125,6 +130,7 @@ impl Translated {
         Context {
             mapping: &self.back,
             vars: &self.back_vars,
+            seal_key: &self.seal_key,
         }
     }
 }

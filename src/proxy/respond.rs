@@ -220,6 +220,8 @@ pub fn status(err: &ProxyError, echo: Option<&serde_json::Value>, front: Option<
     let ctx = Context {
         mapping,
         vars: &mapping.vars,
+        // An error answer seals nothing and reads no sealed token.
+        seal_key: &[],
     };
     dialect::evaluate(expr, &doc(err, "", echo), &ctx)
         .and_then(|v| {
@@ -243,6 +245,8 @@ pub fn body(
         let ctx = Context {
             mapping,
             vars: &mapping.vars,
+            // As in `status`: an error answer seals nothing.
+            seal_key: &[],
         };
         if let Ok(msg) = dialect::encode(rules, &doc(err, request_id, echo), &ctx) {
             if let Some(b) = msg.body {

@@ -1,7 +1,11 @@
 //! The mapping language's named built-in functions: what a table of fields cannot say (ids,
-//! clocks, hashes, merging and re-encoding JSON). Each is pure apart from `uuid`, `random_hex` and
-//! the clock functions. Absent arguments are allowed; each function says what it does with them.
+//! clocks, hashes, merging and re-encoding JSON, sealed tokens). Each is pure apart from `uuid`,
+//! `random_hex`, the clock functions, and `seal`/`unseal` (which read the clock for expiry). Absent arguments are allowed; each function says what it does with them.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use regex::{Regex, RegexBuilder};
 use serde_json::{Map, Value};
 
 use masumi::mip004;
@@ -98,6 +102,25 @@ pub enum Builtin {
     /// `parts_text(v)`: the text of message content: a string as is; a list of parts joined
     /// with newlines, each part a string or an object's `text` (parts without text are skipped).
     PartsText,
+    /// `replace(text, regex, with)`: `text` with every match of `regex` replaced by `with`
+    /// (which may name groups: `$1`, `${name}`; `$$` is a dollar). Absent when `text` is not a
+    /// string; an absent `with` is "". An invalid `regex` is an error (at load, when written as a
+    /// literal).
+    Replace,
+    /// `type_of(v)`: `"object"`, `"array"`, `"string"`, `"number"`, `"boolean"` or `"null"`
+    /// (absent is `"null"`).
+    TypeOf,
+    /// `flat_schema(s)`: the JSON Schema `s` as it is when it is an object schema whose every
+    /// property is a primitive (string, number, integer, boolean, an enum of strings, or an array
+    /// of a string enum: what an MCP form elicitation may ask), else absent.
+    FlatSchema,
+    /// `seal(value, ttl)`: an authenticated, URL-safe token holding `value` until `ttl` ("1h",
+    /// "30m") from now. Integrity, not secrecy: the value is readable inside. Absent for an
+    /// absent value; an error without a sealing key or with a `ttl` that is not a duration.
+    Seal,
+    /// `unseal(text)`: the value a token from `seal` holds; absent when `text` is not such a
+    /// token, was altered, was sealed with another key, or has expired.
+    Unseal,
 }
 
 const TABLE: &[(&str, Builtin, usize, usize)] = &[
@@ -142,6 +165,11 @@ const TABLE: &[(&str, Builtin, usize, usize)] = &[
     ("parts_text", Builtin::PartsText, 1, 1),
     ("project", Builtin::Project, 2, 3),
     ("split", Builtin::Split, 2, 2),
+    ("replace", Builtin::Replace, 3, 3),
+    ("type_of", Builtin::TypeOf, 1, 1),
+    ("flat_schema", Builtin::FlatSchema, 1, 1),
+    ("seal", Builtin::Seal, 2, 2),
+    ("unseal", Builtin::Unseal, 1, 1),
 ];
 
 /// The names of every built-in, for messages.
@@ -194,6 +222,18 @@ impl Builtin {
         }
         Ok(())
     }
+
+    /// Checks, at load time, an argument written as a literal (argument `i`, 0-based): a
+    /// mistake that every message would meet is reported with the file's position instead.
+    pub fn check_literal(self, i: usize, v: &Value) -> Result<(), BuiltinError> {
+        match (self, i, v) {
+            (Builtin::Replace, 1, Value::String(pattern)) => regex(pattern).map(drop),
+            (Builtin::Replace, 1, _) => Err(BuiltinError::Pattern),
+            (Builtin::Seal, 1, Value::String(ttl)) => ttl_ms(ttl).map(drop),
+            (Builtin::Seal, 1, _) => Err(BuiltinError::Ttl),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Why a builtin cannot be called (at load: its arguments; when evaluated: its input).
@@ -215,10 +255,23 @@ pub enum BuiltinError {
     Hash(#[from] mip004::CanonicalError),
     #[error(transparent)]
     Schema(#[from] masumi::json_schema::ConvertError),
+    #[error("`replace`: bad regex: {0}")]
+    Regex(String),
+    #[error("`replace` takes its regex as text")]
+    Pattern,
+    #[error("`seal` takes its ttl as a duration text (\"30m\", \"1h\")")]
+    Ttl,
+    #[error("`seal`: {0}")]
+    Seal(#[from] super::seal::SealError),
 }
 
-/// Calls `f` with evaluated arguments (absent ones as `None`).
-pub fn call(f: Builtin, args: Vec<Option<Value>>) -> Result<Option<Value>, BuiltinError> {
+/// Calls `f` with evaluated arguments (absent ones as `None`). `seal_key` is the key `seal` and
+/// `unseal` use (empty: `seal` fails, `unseal` finds nothing).
+pub fn call(
+    f: Builtin,
+    args: Vec<Option<Value>>,
+    seal_key: &[u8],
+) -> Result<Option<Value>, BuiltinError> {
     let arg = |i: usize| args.get(i).cloned().flatten();
     let text = |i: usize| arg(i).and_then(|v| v.as_str().map(str::to_string));
     Ok(match f {
@@ -536,7 +589,132 @@ pub fn call(f: Builtin, args: Vec<Option<Value>>) -> Result<Option<Value>, Built
             Some(v) => Some(masumi::json_schema::from_json_schema(&v)?),
             None => None,
         },
+        Builtin::Replace => {
+            let pattern = match arg(1) {
+                Some(Value::String(p)) => regex(&p)?,
+                _ => return Err(BuiltinError::Pattern),
+            };
+            let with = arg(2).as_ref().and_then(text_of).unwrap_or_default();
+            text(0).map(|t| Value::String(pattern.replace_all(&t, with.as_str()).into_owned()))
+        }
+        Builtin::TypeOf => Some(Value::from(match arg(0) {
+            None | Some(Value::Null) => "null",
+            Some(Value::Bool(_)) => "boolean",
+            Some(Value::Number(_)) => "number",
+            Some(Value::String(_)) => "string",
+            Some(Value::Array(_)) => "array",
+            Some(Value::Object(_)) => "object",
+        })),
+        Builtin::FlatSchema => arg(0).filter(is_flat_schema),
+        Builtin::Seal => {
+            let ttl = match arg(1) {
+                Some(Value::String(t)) => ttl_ms(&t)?,
+                _ => return Err(BuiltinError::Ttl),
+            };
+            match arg(0) {
+                Some(v) => {
+                    let expires = chrono::Utc::now().timestamp_millis().saturating_add(ttl);
+                    Some(Value::String(super::seal::seal(&v, expires, seal_key)?))
+                }
+                None => None,
+            }
+        }
+        Builtin::Unseal => text(0)
+            .and_then(|t| super::seal::unseal(&t, chrono::Utc::now().timestamp_millis(), seal_key)),
     })
+}
+
+/// `regex` compiled, from a cache: a mapping's patterns are few and fixed, and compiling one
+/// costs far more than the match it serves. Errors are the regex crate's message.
+fn regex(pattern: &str) -> Result<Arc<Regex>, BuiltinError> {
+    /// Past this many patterns (only a mapping that builds patterns from input gets there) the
+    /// cache starts over rather than grow.
+    const MOST: usize = 256;
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<Regex>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Mutex::default);
+    if let Some(found) = cache.lock().ok().and_then(|c| c.get(pattern).cloned()) {
+        return Ok(found);
+    }
+    let compiled = RegexBuilder::new(pattern)
+        // A pattern is a mapping's (or built from input): bound what compiling one may take.
+        .size_limit(1 << 20)
+        .build()
+        .map(Arc::new)
+        .map_err(|e| BuiltinError::Regex(e.to_string()))?;
+    if let Ok(mut c) = cache.lock() {
+        if c.len() >= MOST {
+            c.clear();
+        }
+        c.insert(pattern.to_string(), compiled.clone());
+    }
+    Ok(compiled)
+}
+
+/// A `seal` ttl in milliseconds.
+fn ttl_ms(ttl: &str) -> Result<i64, BuiltinError> {
+    let d = crate::units::parse_duration(ttl)?;
+    i64::try_from(d.as_millis()).map_err(|_| BuiltinError::DurationTooLong)
+}
+
+/// Whether `s` is an object schema whose every property is a primitive, as MCP's form
+/// elicitation allows (MCP.md §5.1): a string (with at most an `email`, `uri`, `date` or
+/// `date-time` format), a number, an integer, a boolean, a single choice (`enum` of strings, or
+/// `oneOf` of `{const}` strings), or a multiple choice (an array whose `items` is such a choice).
+fn is_flat_schema(s: &Value) -> bool {
+    let Some(o) = s.as_object() else { return false };
+    if o.get("type").and_then(Value::as_str) != Some("object") {
+        return false;
+    }
+    match o.get("properties") {
+        Some(Value::Object(props)) => props.values().all(is_primitive),
+        _ => false,
+    }
+}
+
+fn is_primitive(p: &Value) -> bool {
+    let Some(o) = p.as_object() else { return false };
+    match o.get("type") {
+        Some(Value::String(t)) => match t.as_str() {
+            "string" => {
+                let format_ok = match o.get("format") {
+                    None => true,
+                    Some(f) => matches!(f.as_str(), Some("email" | "uri" | "date" | "date-time")),
+                };
+                format_ok && (is_choice(o) || !has_choice(o))
+            }
+            "number" | "integer" | "boolean" => !has_choice(o),
+            "array" => o
+                .get("items")
+                .and_then(Value::as_object)
+                .is_some_and(|items| {
+                    items.get("type").is_none_or(|t| t == "string") && is_choice(items)
+                }),
+            _ => false,
+        },
+        // An untyped property is primitive only as a choice of strings.
+        None => is_choice(o),
+        Some(_) => false,
+    }
+}
+
+/// Whether a schema declares a choice at all (`enum`, `oneOf`, `anyOf`).
+fn has_choice(o: &Map<String, Value>) -> bool {
+    ["enum", "oneOf", "anyOf"]
+        .iter()
+        .any(|k| o.contains_key(*k))
+}
+
+/// Whether a schema is a choice among strings: a non-empty `enum` of strings, or a non-empty
+/// `oneOf`/`anyOf` of `{const: string}` (titled options).
+fn is_choice(o: &Map<String, Value>) -> bool {
+    let all = |key: &str, ok: fn(&Value) -> bool| {
+        o.get(key)
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty() && a.iter().all(ok))
+    };
+    all("enum", Value::is_string)
+        || all("oneOf", |c| c.get("const").is_some_and(Value::is_string))
+        || all("anyOf", |c| c.get("const").is_some_and(Value::is_string))
 }
 
 /// `text_of` for one value: absent for null.
@@ -595,7 +773,7 @@ mod tests {
     use serde_json::json;
 
     fn run(f: &str, args: Vec<Option<Value>>) -> Option<Value> {
-        call(Builtin::from_name(f).unwrap(), args).unwrap()
+        call(Builtin::from_name(f).unwrap(), args, b"").unwrap()
     }
 
     #[test]
@@ -778,5 +956,196 @@ mod tests {
             .unwrap()
             .as_bool()
             .unwrap());
+    }
+
+    #[test]
+    fn replace_rewrites_every_match() {
+        let replace = |t: Value, re: &str, with: Option<Value>| {
+            call(Builtin::Replace, vec![Some(t), Some(json!(re)), with], b"")
+        };
+        assert_eq!(
+            replace(json!("my tool.v2!"), "[^A-Za-z0-9_-]", Some(json!("_"))),
+            Ok(Some(json!("my_tool_v2_")))
+        );
+        assert_eq!(
+            replace(
+                json!("2026-11-26"),
+                r"(\d+)-(?<m>\d+)-(\d+)",
+                Some(json!("$3/${m}/$1"))
+            ),
+            Ok(Some(json!("26/11/2026")))
+        );
+        assert_eq!(
+            replace(json!("plain"), "x+", Some(json!("y"))),
+            Ok(Some(json!("plain")))
+        );
+        assert_eq!(replace(json!("a b"), " ", None), Ok(Some(json!("ab"))));
+        assert_eq!(replace(json!(12), "1", Some(json!("x"))), Ok(None));
+        let bad = replace(json!("a"), "(", Some(json!("x"))).unwrap_err();
+        assert!(
+            bad.to_string().starts_with("`replace`: bad regex:"),
+            "{bad}"
+        );
+        assert_eq!(
+            call(Builtin::Replace, vec![Some(json!("a")), None, None], b""),
+            Err(BuiltinError::Pattern)
+        );
+    }
+
+    #[test]
+    fn a_bad_literal_regex_or_ttl_fails_at_load() {
+        use super::super::expr::Expr;
+        let e = Expr::parse("replace(tool.name, '[a-', '_')").unwrap_err();
+        assert!(e.to_string().contains("bad regex"), "{e}");
+        let e = Expr::parse("seal(request.session, 'soon')").unwrap_err();
+        assert!(e.to_string().contains("not a duration"), "{e}");
+        let e = Expr::parse("seal(request.session, 30)").unwrap_err();
+        assert!(e.to_string().contains("ttl"), "{e}");
+        // Dollars in a literal are the replacement's, not the expression's `$`.
+        let ok = Expr::parse("replace($, '(a)', '$1$1')").unwrap();
+        assert!(ok.uses_current());
+    }
+
+    #[test]
+    fn type_of_names_each_json_type() {
+        for (v, t) in [
+            (Some(json!({"a": 1})), "object"),
+            (Some(json!([1])), "array"),
+            (Some(json!("")), "string"),
+            (Some(json!(1.5)), "number"),
+            (Some(json!(false)), "boolean"),
+            (Some(json!(null)), "null"),
+            (None, "null"),
+        ] {
+            assert_eq!(run("type_of", vec![v.clone()]), Some(json!(t)), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn flat_schema_keeps_only_schemas_of_primitives() {
+        let flat = json!({
+            "type": "object",
+            "properties": {
+                "origin": {"type": "string", "title": "Origin", "minLength": 3},
+                "email": {"type": "string", "format": "email"},
+                "copies": {"type": "integer", "minimum": 1},
+                "price": {"type": "number"},
+                "ok": {"type": "boolean", "default": true},
+                "size": {"type": "string", "enum": ["s", "m"]},
+                "seat": {"oneOf": [{"const": "a", "title": "Aisle"}, {"const": "w"}]},
+                "tags": {"type": "array", "items": {"type": "string", "enum": ["x", "y"]}},
+                "more": {"type": "array", "items": {"anyOf": [{"const": "p"}]}, "maxItems": 1}
+            },
+            "required": ["origin"]
+        });
+        assert_eq!(run("flat_schema", vec![Some(flat.clone())]), Some(flat));
+        let empty = json!({"type": "object", "properties": {}});
+        assert_eq!(run("flat_schema", vec![Some(empty.clone())]), Some(empty));
+        let with = |p: Value| json!({"type": "object", "properties": {"p": p}});
+        for not_flat in [
+            with(json!({"type": "object", "properties": {"x": {"type": "string"}}})),
+            with(json!({"type": "array", "items": {"type": "object"}})),
+            with(json!({"type": "array", "items": {"type": "string"}})),
+            with(json!({"type": "string", "format": "binary"})),
+            with(json!({"type": "string", "enum": [1, 2]})),
+            with(json!({"type": "number", "enum": [1, 2]})),
+            with(json!({"enum": []})),
+            with(json!({"type": ["string", "null"]})),
+            with(json!({})),
+            with(json!(true)),
+            json!({"type": "object"}),
+            json!({"type": "string"}),
+            json!([]),
+        ] {
+            assert_eq!(
+                run("flat_schema", vec![Some(not_flat.clone())]),
+                None,
+                "{not_flat}"
+            );
+        }
+        assert_eq!(run("flat_schema", vec![None]), None);
+    }
+
+    #[test]
+    fn flat_schema_accepts_what_to_json_schema_makes_of_simple_fields() {
+        let attachment01 = json!({"input_data": [
+            {"id": "text", "type": "string", "name": "Text"},
+            {"id": "n", "type": "number", "validations": [{"validation": "format", "value": "integer"}]},
+            {"id": "pick", "type": "option", "data": {"values": ["a", "b"]},
+             "validations": [{"validation": "min", "value": "1"}, {"validation": "max", "value": "1"}]},
+            {"id": "many", "type": "option", "data": {"values": ["a", "b"]}},
+            {"id": "yes", "type": "boolean", "validations": [{"validation": "optional", "value": "true"}]}
+        ]});
+        let schema = run("to_json_schema", vec![Some(attachment01)]).unwrap();
+        assert_eq!(
+            run("flat_schema", vec![Some(schema.clone())]),
+            Some(schema.clone()),
+            "{schema}"
+        );
+    }
+
+    const KEY: &[u8] = b"a sealing key of thirty-two bytes";
+
+    fn seal(v: Value, ttl: &str, key: &[u8]) -> Result<Option<Value>, BuiltinError> {
+        call(Builtin::Seal, vec![Some(v), Some(json!(ttl))], key)
+    }
+
+    fn unseal(v: Option<Value>, key: &[u8]) -> Option<Value> {
+        call(Builtin::Unseal, vec![v], key).unwrap()
+    }
+
+    #[test]
+    fn a_sealed_value_unseals_with_its_key_only() {
+        let v = json!({"sub": "alice", "v": "2025-11-25"});
+        let token = seal(v.clone(), "1h", KEY).unwrap().unwrap();
+        assert_eq!(unseal(Some(token.clone()), KEY), Some(v));
+        assert_eq!(
+            unseal(Some(token.clone()), b"another key of thirty-two bytes!"),
+            None
+        );
+        assert_eq!(unseal(Some(token.clone()), b""), None);
+        let text = token.as_str().unwrap();
+        let mut flipped = text.as_bytes().to_vec();
+        flipped[text.len() / 3] ^= 0x01;
+        let flipped = String::from_utf8(flipped).unwrap();
+        assert_eq!(unseal(Some(json!(flipped)), KEY), None);
+    }
+
+    #[test]
+    fn an_expired_or_unreadable_token_unseals_to_nothing() {
+        let token = seal(json!("x"), "0s", KEY).unwrap();
+        assert_eq!(unseal(token, KEY), None);
+        for garbage in [
+            json!(""),
+            json!("not a token"),
+            json!("a.b"),
+            json!("x".repeat(1 << 20)),
+            json!(42),
+            json!({"v": 1}),
+        ] {
+            assert_eq!(unseal(Some(garbage), KEY), None);
+        }
+        assert_eq!(unseal(None, KEY), None);
+    }
+
+    #[test]
+    fn seal_needs_a_key_and_a_ttl() {
+        assert_eq!(
+            seal(json!(1), "1h", b""),
+            Err(BuiltinError::Seal(super::super::seal::SealError::NoKey))
+        );
+        assert_eq!(
+            seal(json!(1), "1h", b"").unwrap_err().to_string(),
+            "`seal`: no sealing key"
+        );
+        assert!(seal(json!(1), "soon", KEY).is_err());
+        assert_eq!(
+            call(Builtin::Seal, vec![Some(json!(1)), None], KEY),
+            Err(BuiltinError::Ttl)
+        );
+        assert_eq!(
+            call(Builtin::Seal, vec![None, Some(json!("1h"))], KEY),
+            Ok(None)
+        );
     }
 }

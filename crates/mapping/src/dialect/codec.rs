@@ -64,10 +64,14 @@ impl CodecError {
     }
 }
 
-/// What rules run against: the mapping (for tables and id templates) and the variables in force.
+/// What rules run against: the mapping (for tables and id templates), the variables in force,
+/// and the key that `seal`/`unseal` use.
 pub struct Context<'a> {
     pub mapping: &'a Mapping,
     pub vars: &'a Map<String, Value>,
+    /// The secret behind sealed tokens (see [`super::seal`]); empty where nothing is sealed
+    /// (`seal` then fails and `unseal` finds nothing).
+    pub seal_key: &'a [u8],
 }
 
 /// A canonical document as rules read it: a JSON value, or a view that makes each part the first
@@ -97,6 +101,7 @@ struct DocScope<'a> {
     bind: Option<(&'a str, &'a Value)>,
     vars: &'a Map<String, Value>,
     current: Option<&'a Value>,
+    seal_key: &'a [u8],
 }
 
 impl Scope for DocScope<'_> {
@@ -115,6 +120,10 @@ impl Scope for DocScope<'_> {
 
     fn current(&self) -> Option<&Value> {
         self.current
+    }
+
+    fn seal_key(&self) -> &[u8] {
+        self.seal_key
     }
 }
 
@@ -190,6 +199,7 @@ fn decode_into(
                     bind: None,
                     vars: ctx.vars,
                     current: converted.as_ref(),
+                    seal_key: ctx.seal_key,
                 };
                 eval(read, &scope, rule)?
             }
@@ -256,6 +266,7 @@ pub fn evaluate(expr: &Expr, doc: &dyn Doc, ctx: &Context<'_>) -> Option<Value> 
         bind: None,
         vars: ctx.vars,
         current: None,
+        seal_key: ctx.seal_key,
     };
     expr.eval(&scope).ok().flatten()
 }
@@ -267,6 +278,7 @@ pub fn encode(rules: &Rules, doc: &dyn Doc, ctx: &Context<'_>) -> Result<Message
         bind: None,
         vars: ctx.vars,
         current: None,
+        seal_key: ctx.seal_key,
     };
     let mut msg = Message::default();
     encode_into(rules, &scope, ctx, &mut msg)?;
@@ -310,6 +322,7 @@ fn encode_into(
                                 bind: Some((bind, item)),
                                 vars: scope.vars,
                                 current: None,
+                                seal_key: scope.seal_key,
                             };
                             let mut sub = Message::default();
                             encode_into(&shape.rules, &inner, ctx, &mut sub)?;
@@ -553,5 +566,50 @@ pub fn writable(loc: &Location) -> bool {
     match loc {
         Location::Json(j) => j.is_writable(),
         Location::Param(_) | Location::Query(_) | Location::Header(_) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::Operation;
+    use serde_json::json;
+
+    /// A front that hands out a sealed session and reads it back.
+    const SEALER: &str = r#"dialect = "sealer"
+[operations.get_task]
+method = "GET"
+path = "/s"
+request = [ { header = "Session", field = "task.id", read = "get(unseal($), 'task')" } ]
+response = [ { header = "Session", value = "seal(object('task', task.id), '1h')" } ]
+"#;
+
+    #[test]
+    fn the_context_key_seals_and_unseals() {
+        let m = super::super::compile::parse(SEALER, "sealer.toml").unwrap();
+        let op = m.op(Operation::GetTask).unwrap();
+        let ctx = |seal_key| Context {
+            mapping: &m,
+            vars: &m.vars,
+            seal_key,
+        };
+        let key = b"the thirty-two bytes of a good key";
+        let sent = encode(&op.response, &json!({"task": {"id": "t1"}}), &ctx(key)).unwrap();
+        let token = sent.header("Session").unwrap().to_string();
+        let back = Message {
+            headers: vec![("session".into(), token)],
+            ..Message::default()
+        };
+        assert_eq!(
+            decode(&op.request, &back, &ctx(key)).unwrap(),
+            json!({"task": {"id": "t1"}})
+        );
+        // Another instance's key (or none) reads nothing from it.
+        let other = b"another key, thirty-two bytes long";
+        assert_eq!(decode(&op.request, &back, &ctx(other)).unwrap(), json!({}));
+        assert_eq!(decode(&op.request, &back, &ctx(b"")).unwrap(), json!({}));
+        // Without a key nothing can be sealed: the rule's error names its field.
+        let e = encode(&op.response, &json!({"task": {"id": "t1"}}), &ctx(b"")).unwrap_err();
+        assert!(e.to_string().contains("no sealing key"), "{e}");
     }
 }

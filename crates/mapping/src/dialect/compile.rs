@@ -1697,6 +1697,7 @@ before_payment = [
         let ctx = super::super::Context {
             mapping: &m,
             vars: &m.vars,
+            seal_key: &[],
         };
         let task = |hash: &str| json!({"task": {"input": {"text": "hi"}, "payment": {"ref": "r", "hash": hash}}});
         let check = &op.before_payment[0].holds;

@@ -67,6 +67,10 @@ pub trait Scope {
     fn lookup(&self, path: &[String]) -> Option<&Value>;
     /// The value `$` stands for, if any.
     fn current(&self) -> Option<&Value>;
+    /// The key `seal` and `unseal` use; none (empty) unless the scope has one.
+    fn seal_key(&self) -> &[u8] {
+        &[]
+    }
 }
 
 /// Why an expression could not be evaluated.
@@ -107,7 +111,7 @@ impl Expr {
                     .iter()
                     .map(|a| a.eval(scope))
                     .collect::<Result<Vec<_>, _>>()?;
-                builtins::call(*f, values).map_err(|e| EvalError(e.to_string()))
+                builtins::call(*f, values, scope.seal_key()).map_err(|e| EvalError(e.to_string()))
             }
             Expr::Coalesce(a, b) => match a.eval(scope)? {
                 // An empty string counts as absent: mapping variables default to "".
@@ -457,6 +461,11 @@ impl Parser {
                         }
                     }
                     f.check_arity(args.len()).map_err(|e| e.to_string())?;
+                    for (i, a) in args.iter().enumerate() {
+                        if let Expr::Literal(v) = a {
+                            f.check_literal(i, v).map_err(|e| e.to_string())?;
+                        }
+                    }
                     return Ok(Expr::Call(f, args));
                 }
                 let mut path = vec![first];

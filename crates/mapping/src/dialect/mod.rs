@@ -14,6 +14,7 @@ pub mod file;
 pub mod location;
 pub mod mapping;
 pub mod named;
+pub mod seal;
 pub mod syntax;
 pub mod template;
 pub mod translate;

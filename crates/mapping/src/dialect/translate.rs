@@ -85,6 +85,7 @@ pub fn translate(
         &Context {
             mapping: from,
             vars: &from.vars,
+            seal_key: &[],
         },
     )
     .map_err(|source| TranslateError::Read {
@@ -98,6 +99,7 @@ pub fn translate(
         &Context {
             mapping: to,
             vars: &to.vars,
+            seal_key: &[],
         },
     )
     .map_err(|source| TranslateError::Write {
