@@ -246,6 +246,34 @@ mod tests {
     }
 
     #[test]
+    fn routes_of_one_resource_publish_the_same_metadata() {
+        const ENV: &str = "INTERLINGUA_UNIT_METADATA_SECRET";
+        std::env::set_var(ENV, "a-secret");
+        let route = |methods: &str, extra: &str| {
+            format!(
+                "[[routes]]\nmatch = {{ path_prefix = \"/mcp\", methods = [\"{methods}\"] }}\n\
+                 upstream = \"up\"\nauth = true\n{extra}\n"
+            )
+        };
+        let text = format!(
+            "[auth]\nauthorization_servers = [\"https://auth.example.com\"]\n\
+             [[auth.keys]]\nid = \"k\"\ntype = \"hmac\"\nsecret_env = \"{ENV}\"\n\n\
+             [[listeners]]\naddress = \"127.0.0.1:0\"\n\n\
+             [[upstreams]]\nname = \"up\"\naddress = \"127.0.0.1:9\"\n\n{}{}",
+            route("POST", ""),
+            route("GET", "auth_metadata = { scopes = [\"other\"] }")
+        );
+        let problems = crate::config::parse(&text, "t.toml")
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            problems,
+            "t.toml:24:17: routes[1].auth_metadata: routes[0] has the same host and prefix, so it is the same protected resource, but publishes other metadata"
+        );
+    }
+
+    #[test]
     fn a_route_naming_scopes_only_needs_servers_somewhere() {
         let problems =
             metadata("", "auth = true\nauth_metadata = { scopes = [\"a\"] }").unwrap_err();

@@ -495,6 +495,20 @@ fn routes(
                 ),
             );
         }
+        // One resource (host and prefix) has one metadata document, whichever route it is read from.
+        if let Some((j, _)) = out.iter().find(|(_, e)| {
+            e.matcher.host == matcher.host
+                && e.matcher.path_prefix == matcher.path_prefix
+                && e.access.metadata.is_some()
+                && access.metadata.is_some()
+                && e.access.metadata != access.metadata
+        }) {
+            p.at(
+                r.auth_metadata.as_ref().map(|m| m.span()),
+                format!("{path}.auth_metadata"),
+                format!("routes[{j}] has the same host and prefix, so it is the same protected resource, but publishes other metadata"),
+            );
+        }
         out.push((
             *i,
             Route {

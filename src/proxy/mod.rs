@@ -6,9 +6,10 @@
 //!           early_request_filter   request id: keep a sane X-Request-Id or make one
 //!                                  path: dot-segments and `//` removed (routed and sent so)
 //!                                  body reads: client_body_timeout           (408 request_timeout)
-//!           request_filter         /.well-known/oauth-protected-resource[/prefix]: the route's
-//!             metadata::serve      RFC 9728 document, answered before routing (405 for other
-//!                                  methods than GET and HEAD; other paths go on)
+//!           request_filter
+//!             metadata::serve      /.well-known/oauth-protected-resource[/prefix]: a protected
+//!                                  route's RFC 9728 document, before routing, without a token
+//!                                  (GET and HEAD; other methods 405 method_not_allowed)
 //!                                  route: host, longest path prefix, method  (404 no_route)
 //!                                  body limit from Content-Length            (413 body_too_large)
 //!             access::check        auth: the bearer token (auth::)           (401 unauthorized)
@@ -26,9 +27,9 @@
 //!           response_filter        X-Request-Id comes back
 //!           logging                one access-log event, metrics
 //!   errors: fail_to_proxy → respond::error, the one place errors become responses
-//!           (401 and 403 point at the route's metadata document when it publishes one)
 //!           (refused / reset → 502 upstream_failed, timeouts → 504 upstream_timeout,
-//!           a malformed request body → 400 bad_request; never the upstream's address)
+//!           a malformed request body → 400 bad_request; never the upstream's address;
+//!           a 401 or 403 names the route's metadata document when it publishes one)
 //! ```
 //!
 //! Passthrough routes never buffer a body: pingora streams each piece as it arrives.
