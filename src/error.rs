@@ -13,6 +13,10 @@ pub enum ProxyError {
     /// No route takes this host, path and method.
     #[error("no route for {method} {path}")]
     NoRoute { method: String, path: String },
+    /// A path interlingua answers itself (a protected resource's metadata) asked with a method
+    /// it does not answer; `allow` lists those it does.
+    #[error("{method} is not allowed here (allowed: {allow})")]
+    MethodNotAllowed { method: String, allow: &'static str },
     /// The request body is larger than the route allows.
     #[error("the request body is larger than this route's limit of {limit} bytes")]
     BodyTooLarge { limit: u64 },
@@ -117,6 +121,7 @@ impl ProxyError {
     pub fn status(&self) -> u16 {
         match self {
             ProxyError::NoRoute { .. } => 404,
+            ProxyError::MethodNotAllowed { .. } => 405,
             ProxyError::BodyTooLarge { .. } => 413,
             ProxyError::BadRequest(_) => 400,
             ProxyError::ClientTimeout => 408,
@@ -154,6 +159,7 @@ impl ProxyError {
     pub fn code(&self) -> &str {
         match self {
             ProxyError::NoRoute { .. } => "no_route",
+            ProxyError::MethodNotAllowed { .. } => "method_not_allowed",
             ProxyError::BodyTooLarge { .. } => "body_too_large",
             ProxyError::BadRequest(_) => "bad_request",
             ProxyError::ClientTimeout => "request_timeout",

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::auth::Authenticator;
+use crate::auth::{Authenticator, Resources};
 use crate::config::StoreBackend;
 use crate::config::{Config, Route};
 use crate::engine::watch::Watcher;
@@ -38,6 +38,8 @@ pub struct State {
     pub translated: Vec<Option<Arc<Translated>>>,
     /// Verifies bearer tokens, when `[auth]` is configured.
     pub auth: Option<Authenticator>,
+    /// What routes with auth publish about getting a token (RFC 9728), by route and by path.
+    pub resources: Resources,
     /// Per route (by index), its rate limits.
     pub limits: Vec<RouteLimits>,
     /// The same limits for the whole fleet, in Redis, when `[limits] redis` is set.
@@ -153,6 +155,7 @@ impl State {
             engine,
             translated,
             auth,
+            resources: Resources::new(&config),
             limits,
             shared_limits,
             watcher,

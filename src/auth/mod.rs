@@ -14,6 +14,7 @@
 mod error;
 mod json;
 mod jwks;
+pub mod metadata;
 
 use std::sync::Arc;
 
@@ -23,6 +24,7 @@ use serde_json::{Map, Value};
 
 pub use error::{challenge, AuthError};
 use jwks::KeySet;
+pub use metadata::{Resource, Resources};
 
 use crate::config::{Auth, ClaimPath, Key, KeyFamily, KeyKind};
 use crate::upstream::Client;

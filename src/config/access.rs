@@ -1,5 +1,6 @@
 //! Checking what the config says about access and money: `[auth]` and its keys, and each route's
-//! `auth`, `plans`, `rate_limit`, `upstream_auth`, `identity_headers` and `price`.
+//! `auth`, `plans`, `rate_limit`, `upstream_auth`, `identity_headers`, `auth_metadata` (see
+//! [`metadata`](super::metadata)) and `price`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -82,6 +83,7 @@ pub fn auth(a: Option<&AuthSection>, p: &mut Collector<'_>) -> Option<Option<Aut
             keys.push(key);
         }
     }
+    let (authorization_servers, scopes_supported, resource_base) = super::metadata::defaults(a, p);
     let claim = |c: &Option<Spanned<String>>, default: &str| {
         ClaimPath::parse(c.as_ref().map_or(default, |s| s.get_ref().as_str()))
     };
@@ -98,6 +100,9 @@ pub fn auth(a: Option<&AuthSection>, p: &mut Collector<'_>) -> Option<Option<Aut
         allow_future_iat: a.allow_future_iat.unwrap_or(false),
         allow_duplicate_claims: a.allow_duplicate_claims.unwrap_or(false),
         keys,
+        authorization_servers,
+        scopes_supported,
+        resource_base,
     }))
 }
 
@@ -287,16 +292,17 @@ fn key(k: &Spanned<KeyEntry>, path: &str, p: &mut Collector<'_>) -> Option<Key> 
     })
 }
 
-/// A route's access settings. `None`: problems were recorded.
+/// A route's access settings, `auth_section` being `[auth]` when it is there and valid. `None`:
+/// problems were recorded.
 pub fn access(
     r: &file::RouteEntry,
     path: &str,
-    has_auth: bool,
+    auth_section: Option<&Auth>,
     p: &mut Collector<'_>,
 ) -> Option<Access> {
     let before = p.len();
     let auth = r.auth.unwrap_or(false);
-    if auth && !has_auth {
+    if auth && auth_section.is_none() {
         p.at(
             None,
             format!("{path}.auth"),
@@ -397,6 +403,7 @@ pub fn access(
             "identity headers need auth = true",
         );
     }
+    let metadata = super::metadata::route(r, path, auth_section, p);
     if p.len() != before {
         return None;
     }
@@ -406,6 +413,7 @@ pub fn access(
         limits,
         upstream_auth,
         identity_headers,
+        metadata: metadata?,
     })
 }
 

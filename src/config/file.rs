@@ -88,6 +88,13 @@ pub struct AuthSection {
     pub plan_claim: Option<Spanned<String>>,
     pub allow_future_iat: Option<bool>,
     pub allow_duplicate_claims: Option<bool>,
+    /// RFC 9728: where clients get tokens for the routes with auth (issuer URLs).
+    pub authorization_servers: Option<Vec<Spanned<String>>>,
+    /// RFC 9728: the scopes those routes' tokens may carry, as published.
+    pub scopes_supported: Option<Vec<Spanned<String>>>,
+    /// The public origin (`https://gw.example.com`) resource URLs are named under, when it is not
+    /// the request's own scheme and `Host` (behind a TLS-terminating load balancer).
+    pub resource_base: Option<Spanned<String>>,
     #[serde(default)]
     pub keys: Vec<Spanned<KeyEntry>>,
 }
@@ -212,9 +219,20 @@ pub struct RouteEntry {
     pub rate_limit: Option<RateLimitEntry>,
     pub upstream_auth: Option<Spanned<UpstreamAuthEntry>>,
     pub identity_headers: Option<IdentityHeadersEntry>,
+    /// This route's own RFC 9728 metadata, instead of `[auth]`'s.
+    pub auth_metadata: Option<Spanned<AuthMetadataEntry>>,
     /// The operator's payment service, through which interlingua pays an agent that charges
     /// on a rail of its own (`payment = { masumi = { … } }`).
     pub payment: Option<Spanned<PaymentEntry>>,
+}
+
+/// A route's `auth_metadata`: what it publishes about getting a token, each key replacing
+/// `[auth]`'s.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthMetadataEntry {
+    pub authorization_servers: Option<Vec<Spanned<String>>>,
+    pub scopes: Option<Vec<Spanned<String>>>,
 }
 
 /// A route's `payment`: one rail, named by its key.

@@ -5,6 +5,7 @@
 mod access;
 mod file;
 mod limits;
+mod metadata;
 mod model;
 mod payment;
 mod sections;

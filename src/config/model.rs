@@ -177,6 +177,14 @@ pub struct Auth {
     /// token could see two different plans).
     pub allow_duplicate_claims: bool,
     pub keys: Vec<Key>,
+    /// Routes with auth publish these authorization servers (RFC 9728) unless they name their
+    /// own; empty: none published.
+    pub authorization_servers: Vec<String>,
+    /// The scopes published with them, unless a route names its own.
+    pub scopes_supported: Vec<String>,
+    /// The public origin resource URLs are named under (`https://gw.example.com`, no trailing
+    /// `/`); `None`: the request's own scheme and `Host`.
+    pub resource_base: Option<String>,
 }
 
 /// A claim's place: `sub`, `org.plan` (nested), or a JSON pointer `/https:~1~1example.com~1plan`.
@@ -256,6 +264,19 @@ pub struct Access {
     pub limits: RateLimits,
     pub upstream_auth: Option<UpstreamAuth>,
     pub identity_headers: Option<IdentityHeaders>,
+    /// What the route publishes about getting a token (RFC 9728), on routes with auth whose
+    /// authorization servers are configured.
+    pub metadata: Option<ResourceMetadata>,
+}
+
+/// A protected route's RFC 9728 metadata: where a client gets a token for it, and which scopes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceMetadata {
+    /// Issuer URLs, as configured (at least one; compared by clients character for character,
+    /// so never rewritten).
+    pub authorization_servers: Vec<String>,
+    /// May be empty.
+    pub scopes: Vec<String>,
 }
 
 /// Rate limits of a route.

@@ -60,8 +60,7 @@ pub fn build(raw: RawConfig, origin: &str, p: &mut Collector<'_>) -> Option<Conf
     let listeners = listeners(&raw, admin.as_ref().map(|a| a.address), p);
     let upstreams = upstreams(&raw.upstreams, p);
     let auth = access::auth(raw.auth.as_ref(), p);
-    let has_auth = matches!(auth, Some(Some(_)));
-    let routes = routes(&raw, &upstreams, has_auth, p);
+    let routes = routes(&raw, &upstreams, auth.as_ref().and_then(Option::as_ref), p);
     let shared_limits = super::limits::limits(raw.limits.as_ref(), p);
     if !p.is_empty() {
         return None;
@@ -405,7 +404,7 @@ fn upstreams(
 fn routes(
     raw: &RawConfig,
     upstreams: &[(usize, Upstream)],
-    has_auth: bool,
+    auth: Option<&Auth>,
     p: &mut Collector<'_>,
 ) -> Vec<Route> {
     let by_name: HashMap<&str, usize> = upstreams
@@ -474,7 +473,7 @@ fn routes(
             }
         }
         let translation = translation(r, &path, p);
-        let access = access::access(r, &path, has_auth, p);
+        let access = access::access(r, &path, auth, p);
         let price = access::price(r, &path, p);
         let payment = payment::payment(r, &path, p);
         if let (Some(Some(_)), Some(a)) = (&price, &access) {
@@ -518,6 +517,20 @@ fn routes(
                     "routes[{j}] (`{}`) already takes every request this match takes, so this route would never be chosen",
                     earlier.name
                 ),
+            );
+        }
+        // One resource (host and prefix) has one metadata document, whichever route it is read from.
+        if let Some((j, _)) = out.iter().find(|(_, e)| {
+            e.matcher.host == matcher.host
+                && e.matcher.path_prefix == matcher.path_prefix
+                && e.access.metadata.is_some()
+                && access.metadata.is_some()
+                && e.access.metadata != access.metadata
+        }) {
+            p.at(
+                r.auth_metadata.as_ref().map(|m| m.span()),
+                format!("{path}.auth_metadata"),
+                format!("routes[{j}] has the same host and prefix, so it is the same protected resource, but publishes other metadata"),
             );
         }
         out.push((

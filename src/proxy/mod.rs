@@ -6,7 +6,11 @@
 //!           early_request_filter   request id: keep a sane X-Request-Id or make one
 //!                                  path: dot-segments and `//` removed (routed and sent so)
 //!                                  body reads: client_body_timeout           (408 request_timeout)
-//!           request_filter         route: host, longest path prefix, method  (404 no_route)
+//!           request_filter
+//!             metadata::serve      /.well-known/oauth-protected-resource[/prefix]: a protected
+//!                                  route's RFC 9728 document, before routing, without a token
+//!                                  (GET and HEAD; other methods 405 method_not_allowed)
+//!                                  route: host, longest path prefix, method  (404 no_route)
 //!                                  body limit from Content-Length            (413 body_too_large)
 //!             access::check        auth: the bearer token (auth::)           (401 unauthorized)
 //!                                  plan: may it use this route               (403 forbidden)
@@ -24,13 +28,15 @@
 //!           logging                one access-log event, metrics
 //!   errors: fail_to_proxy → respond::error, the one place errors become responses
 //!           (refused / reset → 502 upstream_failed, timeouts → 504 upstream_timeout,
-//!           a malformed request body → 400 bad_request; never the upstream's address)
+//!           a malformed request body → 400 bad_request; never the upstream's address;
+//!           a 401 or 403 names the route's metadata document when it publishes one)
 //! ```
 //!
 //! Passthrough routes never buffer a body: pingora streams each piece as it arrives.
 
 pub mod access;
 pub mod ctx;
+pub mod metadata;
 pub mod path;
 pub mod respond;
 pub mod translate;
@@ -64,11 +70,7 @@ impl Proxy {
     /// Chooses the route and checks what can be checked before any byte goes upstream.
     fn admit(&self, session: &Session, ctx: &mut RequestCtx) -> Result<(), ProxyError> {
         let req = session.req_header();
-        let host = req.uri.authority().map(|a| a.as_str()).or_else(|| {
-            req.headers
-                .get(http::header::HOST)
-                .and_then(|h| h.to_str().ok())
-        });
+        let host = host(req);
         let path = req.uri.path();
         let index = self
             .state
@@ -144,6 +146,12 @@ impl ProxyHttp for Proxy {
         session: &mut Session,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<bool> {
+        if metadata::serve(&self.state, session, ctx)
+            .await
+            .map_err(ProxyError::into_pingora)?
+        {
+            return Ok(true);
+        }
         self.admit(session, ctx).map_err(ProxyError::into_pingora)?;
         let Some(index) = ctx.route else {
             return Ok(false);
@@ -270,7 +278,14 @@ impl ProxyHttp for Proxy {
             .route
             .and_then(|i| self.state.translated(i))
             .map(|t| t.front.clone());
-        respond::error(session, ctx, err, front.as_deref()).await
+        // Only a refused token's challenge names the metadata; other errors need not build it.
+        let challenge = match (&err, ctx.route) {
+            (Some(ProxyError::Unauthorized(_) | ProxyError::Forbidden { .. }), Some(i)) => {
+                metadata::challenge(&self.state, session, i)
+            }
+            _ => None,
+        };
+        respond::error(session, ctx, err, front.as_deref(), challenge.as_ref()).await
     }
 
     fn suppress_error_log(
@@ -344,6 +359,28 @@ impl ProxyHttp for Proxy {
             detail,
             "request"
         );
+    }
+}
+
+/// The host a request names: the URI's authority (HTTP/2, absolute-form), else `Host`.
+fn host(req: &RequestHeader) -> Option<&str> {
+    req.uri.authority().map(|a| a.as_str()).or_else(|| {
+        req.headers
+            .get(http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+    })
+}
+
+/// `https` when the client's connection is TLS, else `http`.
+fn scheme(session: &Session) -> &'static str {
+    if session
+        .digest()
+        .and_then(|d| d.ssl_digest.as_ref())
+        .is_some()
+    {
+        "https"
+    } else {
+        "http"
     }
 }
 

@@ -11,6 +11,7 @@ use pingora::http::ResponseHeader;
 use pingora::proxy::{FailToProxy, Session};
 
 use super::ctx::RequestCtx;
+use super::metadata::Challenge;
 use crate::auth::challenge;
 use crate::engine::views::error_doc;
 use crate::error::ProxyError;
@@ -19,12 +20,14 @@ use crate::upstream::UpstreamError;
 use mapping::dialect::{self, Canonical, Context, Mapping};
 
 /// Answers the client with `err`, or does nothing when `err` is `None` (the client is gone) or
-/// the response has already started (the connection is then cut).
+/// the response has already started (the connection is then cut). `resource` is what a 401 or
+/// 403 challenge adds when the route publishes metadata (RFC 9728).
 pub async fn error(
     session: &mut Session,
     ctx: &mut RequestCtx,
     err: Option<ProxyError>,
     front: Option<&Mapping>,
+    resource: Option<&Challenge>,
 ) -> FailToProxy {
     let Some(err) = err else {
         return FailToProxy {
@@ -56,6 +59,7 @@ pub async fn error(
         // Refused before the body was read: only an empty one leaves nothing behind.
         ProxyError::Unauthorized(_)
         | ProxyError::Forbidden { .. }
+        | ProxyError::MethodNotAllowed { .. }
         | ProxyError::RateLimited(_)
         | ProxyError::LimitsUnavailable => session.is_body_empty(),
         ProxyError::BodyTooLarge { .. }
@@ -69,7 +73,7 @@ pub async fn error(
     let already_started = session
         .response_written()
         .is_some_and(|r| !r.status.is_informational());
-    let sent = !already_started && write(session, ctx, &err, front).await.is_ok();
+    let sent = !already_started && write(session, ctx, &err, front, resource).await.is_ok();
     ctx.error = Some(err);
     FailToProxy {
         error_code: status,
@@ -82,6 +86,7 @@ async fn write(
     ctx: &RequestCtx,
     err: &ProxyError,
     front: Option<&Mapping>,
+    resource: Option<&Challenge>,
 ) -> pingora::Result<()> {
     let echo = ctx.echo.as_ref();
     let body = Bytes::from(body(err, &ctx.request_id, front, echo));
@@ -89,7 +94,7 @@ async fn write(
     header.insert_header(http::header::CONTENT_TYPE, "application/json")?;
     header.insert_header(http::header::CONTENT_LENGTH, body.len().to_string())?;
     header.insert_header(request_id::HEADER, ctx.request_id.as_str())?;
-    for (name, value) in error_headers(err) {
+    for (name, value) in error_headers(err, resource) {
         header.insert_header(name, value)?;
     }
     if !session.is_body_empty() && !session.is_body_done() {
@@ -123,7 +128,7 @@ pub fn connection_answer(err: &ProxyError) -> Vec<u8> {
         body.len(),
         request_id::HEADER,
     );
-    for (name, value) in error_headers(err) {
+    for (name, value) in error_headers(err, None) {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
     head.push_str("\r\n");
@@ -132,36 +137,41 @@ pub fn connection_answer(err: &ProxyError) -> Vec<u8> {
     out
 }
 
-/// The headers an error carries besides its body (RFC 6750 for auth, RFC 9110 `Retry-After` and
+/// The headers an error carries besides its body (RFC 6750 for auth, with RFC 9728's
+/// `resource_metadata` when the route publishes metadata; RFC 9110 `Retry-After` and `Allow`;
 /// draft-ietf-httpapi-ratelimit-headers for limits).
-fn error_headers(err: &ProxyError) -> Vec<(&'static str, String)> {
+fn error_headers(err: &ProxyError, resource: Option<&Challenge>) -> Vec<(&'static str, String)> {
+    let metadata = resource.map(|r| ("resource_metadata", r.metadata_url.as_str()));
     match err {
+        // RFC 6750 §3.1: no error code for a request without credentials; the scope it needs
+        // is said instead (MCP's authorization spec asks for both parameters).
         ProxyError::Unauthorized(e) if e.is_missing() => {
-            vec![("www-authenticate", challenge(REALM, &[]))]
+            let scope = resource.and_then(|r| r.scope.as_deref().map(|s| ("scope", s)));
+            let params: Vec<_> = metadata.into_iter().chain(scope).collect();
+            vec![("www-authenticate", challenge(REALM, &params))]
         }
-        ProxyError::Unauthorized(e) => vec![(
-            "www-authenticate",
-            challenge(
-                REALM,
-                &[
-                    ("error", "invalid_token"),
-                    ("error_description", &e.to_string()),
-                ],
-            ),
-        )],
-        ProxyError::Forbidden { .. } => vec![(
-            "www-authenticate",
-            challenge(
-                REALM,
-                &[
-                    ("error", "insufficient_scope"),
-                    (
-                        "error_description",
-                        "the token's plan may not use this route",
-                    ),
-                ],
-            ),
-        )],
+        ProxyError::Unauthorized(e) => {
+            let reason = e.to_string();
+            let params: Vec<_> = [("error", "invalid_token"), ("error_description", &reason)]
+                .into_iter()
+                .chain(metadata)
+                .collect();
+            vec![("www-authenticate", challenge(REALM, &params))]
+        }
+        ProxyError::Forbidden { .. } => {
+            let params: Vec<_> = [
+                ("error", "insufficient_scope"),
+                (
+                    "error_description",
+                    "the token's plan may not use this route",
+                ),
+            ]
+            .into_iter()
+            .chain(metadata)
+            .collect();
+            vec![("www-authenticate", challenge(REALM, &params))]
+        }
+        ProxyError::MethodNotAllowed { allow, .. } => vec![("allow", allow.to_string())],
         ProxyError::RateLimited(r) => vec![
             ("retry-after", r.retry_after_secs().to_string()),
             ("ratelimit-policy", r.policy_header()),
@@ -262,4 +272,97 @@ pub fn body(
         }
     }))
     .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::AuthError;
+
+    fn www(err: &ProxyError, resource: Option<&Challenge>) -> Vec<String> {
+        error_headers(err, resource)
+            .into_iter()
+            .filter(|(name, _)| *name == "www-authenticate")
+            .map(|(_, value)| value)
+            .collect()
+    }
+
+    fn published(scope: Option<&str>) -> Challenge {
+        Challenge {
+            metadata_url: "https://gw.example.com/.well-known/oauth-protected-resource/mcp"
+                .to_string(),
+            scope: scope.map(str::to_string),
+        }
+    }
+
+    const URL: &str =
+        "resource_metadata=\"https://gw.example.com/.well-known/oauth-protected-resource/mcp\"";
+
+    #[test]
+    fn a_missing_token_gets_the_metadata_and_scope_and_no_error_code() {
+        let missing = ProxyError::Unauthorized(AuthError::Missing);
+        assert_eq!(
+            www(&missing, Some(&published(Some("a b")))),
+            [format!(
+                "Bearer realm=\"interlingua\", {URL}, scope=\"a b\""
+            )]
+        );
+        assert_eq!(
+            www(&missing, Some(&published(None))),
+            [format!("Bearer realm=\"interlingua\", {URL}")]
+        );
+    }
+
+    #[test]
+    fn refusals_append_the_metadata_after_their_own_parameters() {
+        let bad = ProxyError::Unauthorized(AuthError::Expired);
+        assert_eq!(
+            www(&bad, Some(&published(Some("a")))),
+            [format!("Bearer realm=\"interlingua\", error=\"invalid_token\", error_description=\"the token has expired\", {URL}")]
+        );
+        let forbidden = ProxyError::Forbidden {
+            plan: None,
+            allowed: vec!["gold".into()],
+        };
+        assert_eq!(
+            www(&forbidden, Some(&published(Some("a")))),
+            [format!("Bearer realm=\"interlingua\", error=\"insufficient_scope\", error_description=\"the token's plan may not use this route\", {URL}")]
+        );
+    }
+
+    #[test]
+    fn without_metadata_the_challenges_are_as_before() {
+        assert_eq!(
+            www(&ProxyError::Unauthorized(AuthError::Scheme), None),
+            ["Bearer realm=\"interlingua\""]
+        );
+        assert_eq!(
+            www(&ProxyError::Unauthorized(AuthError::Expired), None),
+            ["Bearer realm=\"interlingua\", error=\"invalid_token\", error_description=\"the token has expired\""]
+        );
+    }
+
+    #[test]
+    fn a_metadata_url_from_a_strange_host_stays_one_parameter() {
+        let odd = Challenge {
+            metadata_url: "http://a\", error=\"x/.well-known/oauth-protected-resource".to_string(),
+            scope: None,
+        };
+        assert_eq!(
+            www(&ProxyError::Unauthorized(AuthError::Missing), Some(&odd)),
+            ["Bearer realm=\"interlingua\", resource_metadata=\"http://a\\\", error=\\\"x/.well-known/oauth-protected-resource\""]
+        );
+    }
+
+    #[test]
+    fn a_method_not_allowed_says_which_are() {
+        let err = ProxyError::MethodNotAllowed {
+            method: "POST".into(),
+            allow: "GET, HEAD",
+        };
+        assert_eq!(
+            error_headers(&err, None),
+            [("allow", "GET, HEAD".to_string())]
+        );
+    }
 }

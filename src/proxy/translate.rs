@@ -51,15 +51,7 @@ pub async fn serve(
                 method: &req.method,
                 path: &path,
                 prefix,
-                scheme: if session
-                    .digest()
-                    .and_then(|d| d.ssl_digest.as_ref())
-                    .is_some()
-                {
-                    "https"
-                } else {
-                    "http"
-                },
+                scheme: super::scheme(session),
                 query: req.uri.query(),
                 headers,
                 body,
