@@ -259,12 +259,38 @@ async fn mcp_front_answers_the_protocol_itself_and_refuses_what_it_does_not_serv
     assert!(tools.iter().all(|t| t.get("outputSchema").is_none()));
 
     // The error table: transport faults keep their HTTP status, JSON-RPC ones are 200.
-    let cases: [Case; 6] = [
+    const MODERN: &[(&str, &str)] = &[
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "initialize"),
+    ];
+    let cases: [Case; 9] = [
         (
             r#"{"jsonrpc":"2.0","id":5,"method":"server/discover"}"#,
-            &[("mcp-protocol-version", "2026-07-28")],
+            &[("mcp-protocol-version", "2099-01-01")],
             400,
             -32022,
+        ),
+        // 2026-07-28: no initialize, no ping (404); headers must agree with the body (-32020).
+        (
+            r#"{"jsonrpc":"2.0","id":5,"method":"initialize","params":{}}"#,
+            MODERN,
+            404,
+            -32601,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":5,"method":"tools/list"}"#,
+            MODERN,
+            400,
+            -32020,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#,
+            &[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "ping"),
+            ],
+            404,
+            -32601,
         ),
         (
             r#"{"jsonrpc":"2.0","id":6,"method":"tools/list"}"#,
@@ -305,14 +331,64 @@ async fn mcp_front_answers_the_protocol_itself_and_refuses_what_it_does_not_serv
             "/mcp",
             me,
             r#"{"jsonrpc":"2.0","id":5,"method":"server/discover"}"#,
-            &[("mcp-protocol-version", "2026-07-28")],
+            &[("mcp-protocol-version", "2099-01-01")],
         )
         .await;
+    let versions = json!(["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"]);
     assert_eq!(
         a.last()["error"]["data"],
-        json!({"supported": ["2025-11-25", "2025-06-18", "2025-03-26"], "requested": "2026-07-28"})
+        json!({"supported": versions, "requested": "2099-01-01"})
     );
     assert_eq!(a.last()["id"], 5);
+    // 2026-07-28: discovery, and list results that say how long they may be kept.
+    let modern = |method| {
+        [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", method),
+        ]
+    };
+    let a = w
+        .post(
+            "/mcp",
+            me,
+            r#"{"jsonrpc":"2.0","id":"d","method":"server/discover","params":{}}"#,
+            &modern("server/discover"),
+        )
+        .await;
+    let r = &a.last()["result"];
+    assert_eq!(
+        (r["resultType"].as_str(), &r["supportedVersions"]),
+        (Some("complete"), &versions),
+        "{a:?}"
+    );
+    assert_eq!(
+        (r["ttlMs"].as_i64(), r["cacheScope"].as_str()),
+        (Some(0), Some("private"))
+    );
+    assert_eq!(
+        r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "upper"
+    );
+    let a = w
+        .post(
+            "/mcp",
+            me,
+            r#"{"jsonrpc":"2.0","id":"l","method":"tools/list","params":{}}"#,
+            &modern("tools/list"),
+        )
+        .await;
+    let r = &a.last()["result"];
+    assert_eq!(
+        (
+            r["resultType"].as_str(),
+            r["ttlMs"].as_i64(),
+            r["cacheScope"].as_str()
+        ),
+        (Some("complete"), Some(0), Some("private")),
+        "{a:?}"
+    );
+    // No Tasks utility in this era: the tool says nothing of it.
+    assert_eq!(r["tools"][0].get("execution"), None, "{a:?}");
     // No standalone stream, no sessions to end.
     for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
         let r = w
@@ -374,6 +450,25 @@ async fn mcp_tool_call_streams_progress_then_the_result_and_charges_each_step_on
         ledger(&w.admin, subject).await,
         rows(&[("grant", 5), ("hold", 1), ("capture", 1), ("release", 0)])
     );
+    // The same call in the 2026-07-28 era: its result says it is complete.
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "upper", "arguments": {"text": "modern"},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}});
+    let headers = [
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "upper"),
+    ];
+    let a = w
+        .post("/mcp", Some(subject), &body.to_string(), &headers)
+        .await;
+    let result = &a.last()["result"];
+    assert_eq!(
+        (result["resultType"].as_str(), text_of(result)),
+        (Some("complete"), "MODERN"),
+        "{a:?}"
+    );
+    w.admin.charged(subject, 5, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -209,8 +209,13 @@ async fn sdk2_client_lists_and_calls_the_tool_of_each_agent_with_progress_and_pa
                 )
                 .await;
             assert_eq!(out["error"], Value::Null, "{prefix} {mode}: {out}");
-            // The modern era is not served: `auto` falls back to initialize.
-            assert_eq!(out["protocol_version"], "2025-11-25", "{out}");
+            // `auto` asks server/discover and takes the modern era; `legacy` initializes.
+            let era = if mode == "auto" {
+                "2026-07-28"
+            } else {
+                "2025-11-25"
+            };
+            assert_eq!(out["protocol_version"], era, "{out}");
             assert_eq!(out["server_name"], tool, "{out}");
             assert_eq!(
                 names(&out),
