@@ -644,3 +644,77 @@ async fn mcp_stream_sends_a_heartbeat_while_the_task_does_not_change() {
     assert!(counts.windows(2).all(|w| w[1] == w[0] + 1), "{counts:?}");
     assert_eq!(text_of(&a.last()["result"]), "TICK");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_sessions_are_sealed_bound_to_their_caller_and_a_forged_state_is_refused() {
+    let w = world().await;
+    let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let r = w
+        .http
+        .post(w.proxy.url("/mcp"))
+        .bearer_auth(token("mcp-session"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(init)
+        .send()
+        .await
+        .unwrap();
+    let session = r
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session id")
+        .to_string();
+    assert!(session.chars().all(|c| c.is_ascii_graphic()), "{session}");
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let with = |s: &str| [("mcp-session-id", s.to_string())];
+    // Its own caller may use it; another caller, or a forged or altered id, gets 404.
+    let own = with(&session);
+    let own: Vec<(&str, &str)> = own.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let a = w.post("/mcp", Some("mcp-session"), ping, &own).await;
+    assert_eq!((a.status, &a.last()["result"]), (200, &json!({})), "{a:?}");
+    let mut altered = session.clone();
+    altered.insert(3, 'x');
+    for (who, id) in [
+        ("mcp-other", session.as_str()),
+        ("mcp-session", "forged"),
+        ("mcp-session", altered.as_str()),
+    ] {
+        let a = w
+            .post("/mcp", Some(who), ping, &[("mcp-session-id", id)])
+            .await;
+        assert_eq!(
+            (a.status, a.last()["error"]["code"].as_i64()),
+            (404, Some(-32600)),
+            "{who} {id}: {a:?}"
+        );
+        assert_eq!(a.last()["error"]["message"], "Session not found");
+    }
+    // Ending it is acknowledged.
+    let r = w
+        .http
+        .delete(w.proxy.url("/mcp"))
+        .bearer_auth(token("mcp-session"))
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // A 2026-07-28 retry whose requestState does not unseal is refused.
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "upper",
+        "arguments": {"text": "x"}, "requestState": "not-a-state",
+        "inputResponses": {"input-1": {"action": "accept", "content": {"more": "x"}}}}});
+    let headers = [
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "upper"),
+    ];
+    let a = w
+        .post("/mcp", Some("mcp-session"), &body.to_string(), &headers)
+        .await;
+    assert_eq!(a.last()["error"]["code"], -32602, "{a:?}");
+    assert_eq!(
+        a.last()["error"]["message"],
+        "Invalid or expired requestState"
+    );
+}

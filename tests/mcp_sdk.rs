@@ -409,3 +409,76 @@ async fn sdk_clients_without_a_token_are_refused() {
         assert!(!out["error"].is_null(), "{out}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_clients_answer_the_agents_question_by_elicitation_in_both_eras_and_in_a_task() {
+    let w = world().await;
+    let subject = "sdk-elicit";
+    w.admin.grant(subject, 10).await;
+    let ask = [
+        "--call",
+        "upper",
+        "--args",
+        r#"{"text":"hello mode:input"}"#,
+    ];
+    // 2.3.0: a legacy session's client declared elicitation: the question comes on the call's
+    // stream; 2026-07-28: as an input_required result the SDK answers by calling again.
+    for mode in ["legacy", "2026-07-28"] {
+        let mut args = vec!["--mode", mode, "--elicit", r#"{"more":"please"}"#];
+        args.extend(ask);
+        let out = w.sdk(false, "/mip", Some(subject), &args).await;
+        assert_eq!(out["error"], Value::Null, "{mode}: {out}");
+        assert_eq!(text(&out), "HELLO MODE:INPUT please", "{mode}: {out}");
+        let seen = out["elicitations"].as_array().expect("elicitations");
+        assert_eq!(seen.len(), 1, "{mode}: {out}");
+        assert_eq!(
+            seen[0]["requestedSchema"]["required"],
+            json!(["more"]),
+            "{out}"
+        );
+        assert_eq!(
+            seen[0]["message"], "The agent needs more input: More details",
+            "{out}"
+        );
+    }
+    // Declined: the task is cancelled and the call says so.
+    let mut args = vec!["--mode", "legacy", "--decline"];
+    args.extend(ask);
+    let out = w.sdk(false, "/mip", Some(subject), &args).await;
+    assert_eq!(out["result"]["isError"], true, "{out}");
+    assert_eq!(text(&out), "The task was cancelled.", "{out}");
+    // 1.30.0 Tasks: the poll sees input_required, tasks/result carries the question.
+    let out = w
+        .sdk(
+            true,
+            "/mip",
+            Some(subject),
+            &[
+                "--task",
+                "--elicit",
+                r#"{"more":"please"}"#,
+                "--call",
+                "upper",
+                "--args",
+                r#"{"text":"hello mode:input"}"#,
+            ],
+        )
+        .await;
+    assert_eq!(out["error"], Value::Null, "{out}");
+    let statuses: Vec<&str> = out["statuses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(statuses.contains(&"input_required"), "{out}");
+    assert_eq!(statuses.last(), Some(&"completed"), "{out}");
+    assert_eq!(text(&out), "HELLO MODE:INPUT please", "{out}");
+    assert_eq!(
+        out["elicitations"].as_array().map(Vec::len),
+        Some(1),
+        "{out}"
+    );
+    // Three answered tasks charged one step each; the declined one nothing.
+    w.admin.charged(subject, 10, 3).await;
+}
