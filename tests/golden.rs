@@ -136,6 +136,14 @@ const VOICES: &[Voice] = &[
         request: r#"{"model": "gpt-4o-mini"}"#,
         forms: &[],
     },
+    // An MCP client of a route's tool (a front only: its answers carry the JSON-RPC id).
+    Voice {
+        label: "mcp",
+        dialect: "mcp",
+        vars: "{}",
+        request: r#"{"rpc_id": 4, "jsonrpc": "2.0"}"#,
+        forms: &[],
+    },
 ];
 
 impl Voice {
