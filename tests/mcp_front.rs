@@ -615,7 +615,7 @@ async fn mcp_call_past_sync_timeout_names_the_task_and_helper_tools_follow_or_ca
             result["isError"].as_bool(),
             &result["_meta"]["interlingua/task"]["status"]
         ),
-        (Some(true), &json!("cancelled")),
+        (Some(false), &json!("cancelled")),
         "{a:?}"
     );
     w.admin.charged(subject, 5, 1).await;
