@@ -1918,6 +1918,19 @@ stream = { end = "task.status == 'completed'", every = "10s", timeout = "frames"
 ] }
 "#;
 
+    const SHARED_STREAM: &str = r#"dialect = "shared"
+
+[streams.follow]
+lasts = "task"
+keepalive = "15s"
+frames = []
+
+[operations.create_task]
+method = "POST"
+path = "/rpc"
+stream = { use = "follow" }
+"#;
+
     #[test]
     fn answers_checks_and_stream_endings_are_compiled() {
         let m = parse(ANSWERING, "answering.toml").unwrap();
@@ -1978,6 +1991,30 @@ stream = { end = "task.status == 'completed'", every = "10s", timeout = "frames"
             "operations.create_task.stream.every: must be longer than 0s",
             "operations.create_task.stream.timeout: `never` is not `end` or `frames`",
             "operations.create_task.stream.end: give `end` or `until`, not both",
+        ] {
+            assert!(
+                text.iter().any(|t| t.contains(expected)),
+                "missing `{expected}` in:\n{}",
+                text.join("\n")
+            );
+        }
+        // A named stream, used by forms; a use with other keys, or of no such stream, is refused.
+        let shared = SHARED_STREAM.to_string();
+        let m = parse(&shared, "shared.toml").unwrap_or_else(|e| panic!("{e}\n{shared}"));
+        let s = m.ops[0].stream.as_ref().unwrap();
+        assert!(s.lasts_task && s.keepalive == Some(std::time::Duration::from_secs(15)));
+        let broken = shared
+            .replace("use = \"follow\"", "use = \"nothing\", until = \"settled\"")
+            .replace("lasts = \"task\"", "lasts = \"forever\"");
+        let text: Vec<String> = parse(&broken, "shared.toml")
+            .unwrap_err()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        for expected in [
+            "operations.create_task.stream.use: a stream that uses [streams.NAME] has no other key",
+            "operations.create_task.stream.use: no stream named `nothing` in [streams]",
+            "streams.follow.lasts: `forever` is not `sync_timeout` or `task`",
         ] {
             assert!(
                 text.iter().any(|t| t.contains(expected)),
