@@ -441,6 +441,29 @@ async fn sdk_clients_answer_the_agents_question_by_elicitation_in_both_eras_and_
             "{out}"
         );
     }
+    // The masumi package asks through its own human-in-the-loop call: the same question reaches
+    // the client by elicitation, and the answer reaches masumi.
+    let out = w
+        .sdk(
+            false,
+            "/masumi",
+            Some(subject),
+            &[
+                "--elicit",
+                r#"{"more":"from masumi"}"#,
+                "--call",
+                "masumi_agent",
+                "--args",
+                r#"{"text":"hi","mode":"input"}"#,
+            ],
+        )
+        .await;
+    assert_eq!(out["error"], Value::Null, "{out}");
+    assert_eq!(text(&out), "HI from masumi", "{out}");
+    assert_eq!(
+        out["elicitations"][0]["message"], "Please provide `more`",
+        "{out}"
+    );
     // Declined: the task is cancelled and the call says so.
     let mut args = vec!["--mode", "legacy", "--decline"];
     args.extend(ask);
@@ -479,6 +502,6 @@ async fn sdk_clients_answer_the_agents_question_by_elicitation_in_both_eras_and_
         Some(1),
         "{out}"
     );
-    // Three answered tasks charged one step each; the declined one nothing.
-    w.admin.charged(subject, 10, 3).await;
+    // Four answered tasks charged one step each; the declined one nothing.
+    w.admin.charged(subject, 10, 4).await;
 }

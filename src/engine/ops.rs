@@ -451,6 +451,22 @@ impl Engine {
         };
         let mut agent = agent(t, prefix, base_url);
         agent.input_schema = schema;
+        // What the agent says of itself in its discovery document (an A2A card's name and
+        // description), over the back dialect's title; the route's own description comes first.
+        let found = self.discovered(t, cx, false).await;
+        let said = |key: &str| {
+            found
+                .as_deref()
+                .and_then(|d| d.get(key))
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+        };
+        if let Some(name) = said("name") {
+            agent.title = name;
+        }
+        if let (None, Some(description)) = (&t.settings.description, said("description")) {
+            agent.description = description.to_string();
+        }
         Ok(Canonical::empty().with_agent(&agent))
     }
 
