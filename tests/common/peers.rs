@@ -1,7 +1,17 @@
-//! Real third-party peers written in Python (`tests/peers/`), run from a virtualenv holding
-//! `tests/peers/requirements.txt`: `$INTERLINGUA_PEERS_PYTHON` if set (`.ci/run` may make one),
-//! otherwise one created under `target/peers-venv` on first use (needs `python3` with `venv`) and
-//! re-installed whenever the requirements file changes.
+//! Real third-party peers written in Python (`tests/peers/`), each run from the virtualenv holding
+//! its requirements (the official MCP SDK's two major versions both import as `mcp`, so they get
+//! a virtualenv each):
+//!
+//! | function | requirements | virtualenv | override |
+//! |---|---|---|---|
+//! | [`peers_python`] | `tests/peers/requirements.txt` | `target/peers-venv` | `$INTERLINGUA_PEERS_PYTHON` |
+//! | [`mcp2_python`] | `tests/peers/requirements-mcp2.txt` (mcp 2.3.0) | `target/mcp2-venv` | `$INTERLINGUA_MCP2_PYTHON` |
+//! | [`mcp1_python`] | `tests/peers/requirements-mcp1.txt` (mcp 1.30.0) | `target/mcp1-venv` | `$INTERLINGUA_MCP1_PYTHON` |
+//!
+//! The override, if set, names a Python to use as it is; otherwise the virtualenv is created on
+//! first use (needs `python3` with `venv`) and re-installed whenever the requirements file
+//! changes: a stamp, a copy of the requirements it holds, sits in the virtualenv (`.ci/run`
+//! prebuilds the three the same way).
 //!
 //! A server peer ([`Peer`]) prints one line naming its port once it accepts connections and
 //! serves until its stdin closes or it is killed; a one-shot peer ([`run_script`]) prints its
@@ -9,10 +19,11 @@
 
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use super::process::lines;
@@ -23,29 +34,65 @@ pub fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The Python of a virtualenv holding the peers' requirements, created on first use.
-///
-/// Tests of one binary run in parallel: the first caller builds the virtualenv while the others
-/// wait for it, so that two `pip install`s never race in one directory.
-pub fn peers_python() -> PathBuf {
-    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
-    static BUILDING: Mutex<()> = Mutex::new(());
-    if let Some(p) = PYTHON.get() {
-        return p.clone();
-    }
-    let _building = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
-    PYTHON.get_or_init(make_venv).clone()
+/// One virtualenv: made once per test binary, by the first test that asks for it.
+#[derive(Default)]
+struct Venv {
+    python: OnceLock<PathBuf>,
+    building: Mutex<()>,
 }
 
-fn make_venv() -> PathBuf {
-    if let Some(p) = std::env::var_os("INTERLINGUA_PEERS_PYTHON") {
+/// The Python of the virtualenv `target/<name>-venv` holding `tests/peers/<requirements>`, or
+/// the Python named by the environment variable `env_override` if set.
+///
+/// Tests of one binary run in parallel: the first caller builds the virtualenv while the others
+/// wait for it, so that two `pip install`s never race in one directory. Each virtualenv (each
+/// `name`) has its own lock, so building one does not hold up the users of another.
+pub fn venv_python(name: &str, requirements: &str, env_override: &str) -> PathBuf {
+    static VENVS: Mutex<BTreeMap<String, Arc<Venv>>> = Mutex::new(BTreeMap::new());
+    let venv = VENVS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(name.to_string())
+        .or_default()
+        .clone();
+    if let Some(p) = venv.python.get() {
+        return p.clone();
+    }
+    let _building = venv.building.lock().unwrap_or_else(|e| e.into_inner());
+    venv.python
+        .get_or_init(|| make_venv(name, requirements, env_override))
+        .clone()
+}
+
+/// The Python of the virtualenv holding `tests/peers/requirements.txt` (masumi, a2a-sdk,
+/// payments-py), created on first use.
+pub fn peers_python() -> PathBuf {
+    venv_python("peers", "requirements.txt", "INTERLINGUA_PEERS_PYTHON")
+}
+
+/// The Python of the virtualenv holding the official MCP SDK 2.3.0 (`mcp_client2.py`,
+/// `mcp_server2.py`), created on first use.
+pub fn mcp2_python() -> PathBuf {
+    venv_python("mcp2", "requirements-mcp2.txt", "INTERLINGUA_MCP2_PYTHON")
+}
+
+/// The Python of the virtualenv holding the official MCP SDK 1.30.0, the last with Tasks
+/// (`mcp_client1.py`, `mcp_server1.py`), created on first use.
+pub fn mcp1_python() -> PathBuf {
+    venv_python("mcp1", "requirements-mcp1.txt", "INTERLINGUA_MCP1_PYTHON")
+}
+
+fn make_venv(name: &str, requirements: &str, env_override: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(env_override) {
         return PathBuf::from(p);
     }
-    let venv = root().join("target").join("peers-venv");
+    let venv = root().join("target").join(format!("{name}-venv"));
     let python = venv.join("bin").join("python");
-    let requirements = root().join("tests/peers/requirements.txt");
-    let stamp = venv.join("requirements.txt");
-    let wanted = std::fs::read_to_string(&requirements).expect("requirements");
+    // The stamp has the requirements file's name, as `.ci/run` writes it.
+    let stamp = venv.join(requirements);
+    let requirements = root().join("tests/peers").join(requirements);
+    let wanted = std::fs::read_to_string(&requirements)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", requirements.display()));
     if python.exists() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
         return python;
     }
@@ -56,7 +103,11 @@ fn make_venv() -> PathBuf {
         .expect(
             "python3 is needed for the tests against real peers (Debian: python3 python3-venv)",
         );
-    assert!(status.success(), "python3 -m venv failed");
+    assert!(
+        status.success(),
+        "python3 -m venv {} failed",
+        venv.display()
+    );
     let status = Command::new(&python)
         .args(["-m", "pip", "install", "--quiet", "-r"])
         .arg(&requirements)
@@ -64,7 +115,8 @@ fn make_venv() -> PathBuf {
         .expect("pip");
     assert!(
         status.success(),
-        "installing the peers' requirements (tests/peers/requirements.txt) failed"
+        "installing the peers' requirements ({}) failed",
+        requirements.display()
     );
     std::fs::write(&stamp, wanted).expect("stamp");
     python
