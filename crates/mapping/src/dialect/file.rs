@@ -333,6 +333,9 @@ pub struct DiscoverSection {
     pub target: Option<Spanned<String>>,
     /// How long what was discovered is kept (default "5m").
     pub ttl: Option<Spanned<String>>,
+    /// Calls (`[calls.NAME]`) made after the discovery call, in order, with what it discovered
+    /// in view (`discovered.*`): the rest of a handshake.
+    pub then: Option<Vec<Spanned<String>>>,
     pub request: Option<Vec<Spanned<FieldRule>>>,
     pub response: Option<Vec<Spanned<FieldRule>>>,
 }
