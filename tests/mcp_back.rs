@@ -10,10 +10,10 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use common::money::{ledger, paid_config, paid_route, rows, Admin};
-use common::peers::{mcp2_python, Peer};
+use common::peers::{mcp2_python, peers_python, run_script, Peer};
 use common::secrets::token;
 use common::wait::states;
-use common::{client, full, status_and_json, Proxy, Upstream};
+use common::{client, full, status_and_json, Proxy, Upstream, DEADLINE};
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
 
@@ -21,8 +21,15 @@ const DID: &str = "did:nv:5392e8cdc5addec2b7384072fda166d42a5d4ab96ae6d311f516b6
 
 /// The SDK's server, `slow` working 0.4 s in all.
 async fn sdk_server() -> Peer {
-    tokio::task::spawn_blocking(|| {
-        Peer::start(&mcp2_python(), "mcp_server2.py", &["--work", "0.4"], &[])
+    sdk_server_with(&[]).await
+}
+
+/// The SDK's server with these arguments too.
+async fn sdk_server_with(extra: &'static [&'static str]) -> Peer {
+    tokio::task::spawn_blocking(move || {
+        let mut args = vec!["--work", "0.4"];
+        args.extend(extra);
+        Peer::start(&mcp2_python(), "mcp_server2.py", &args, &[])
     })
     .await
     .expect("the MCP server started")
@@ -192,6 +199,72 @@ async fn a_mip003_job_over_a_failing_mcp_tool_fails_with_the_tools_words_and_cos
     .await;
     assert_eq!(status, 200, "{available}");
     assert_eq!(available["status"], "available", "{available}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_a2a_sdks_client_gets_an_mcp_tools_answer_as_its_tasks_artifact() {
+    let server = sdk_server().await;
+    let proxy = Proxy::start(&routes(server.port, &[("a2a", "a2a", "echo")]));
+    let admin = Admin::new(&proxy);
+    admin.grant("a2a-user", 10).await;
+    let args: Vec<String> = [
+        "--url",
+        &proxy.url("/a2a"),
+        "--scenario",
+        "complete",
+        "--text",
+        "hello over mcp",
+        "--timeout",
+        "15",
+        "--token",
+        &token("a2a-user"),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let ran = tokio::task::spawn_blocking(move || {
+        run_script(&peers_python(), "a2a_client.py", &args, DEADLINE)
+    })
+    .await
+    .expect("the A2A client ran");
+    let out: Value = serde_json::from_str(ran.stdout.trim())
+        .unwrap_or_else(|_| panic!("{}\n{}", ran.stdout, ran.stderr));
+    assert!(ran.status.success(), "{out}\n{}", ran.stderr);
+    assert_eq!(out["final_state"], "TASK_STATE_COMPLETED", "{out}");
+    // echo takes `text`: the message's text went there, and came back.
+    assert_eq!(out["artifact_text"], "hello over mcp", "{out}");
+    admin.charged("a2a-user", 10, 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_answering_in_json_rather_than_events_is_read_the_same() {
+    let server = sdk_server_with(&["--json-response"]).await;
+    let proxy = Proxy::start(&routes(server.port, &[("mip", "mip003", "echo")]));
+    let (admin, http) = (Admin::new(&proxy), client());
+    admin.grant("json-user", 10).await;
+    let (status, started) = call(
+        &http,
+        &proxy,
+        reqwest::Method::POST,
+        "/mip/start_job",
+        "json-user",
+        Some(json!({"identifier_from_purchaser": "a1b2c3d4e5f6a7b8", "input_data": {"text": "in json"}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{started}");
+    let job = started["job_id"].as_str().expect("a job id");
+    let (_, done) = poll(
+        &http,
+        &proxy,
+        &format!("/mip/status?job_id={job}"),
+        "json-user",
+        "/status",
+        &["completed", "failed"],
+    )
+    .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"], "in json", "{done}");
+    admin.charged("json-user", 10, 1).await;
 }
 
 /// What the scripted server saw: each JSON-RPC method with the session it was sent in.
