@@ -137,7 +137,11 @@ async fn a_mip003_job_over_a_failing_mcp_tool_fails_with_the_tools_words_and_cos
     let server = sdk_server().await;
     let proxy = Proxy::start(&routes(
         server.port,
-        &[("mip", "mip003", "fail"), ("mipslow", "mip003", "slow")],
+        &[
+            ("mip", "mip003", "fail"),
+            ("mipslow", "mip003", "slow"),
+            ("mipnone", "mip003", "no_such_tool"),
+        ],
     ));
     let (admin, http) = (Admin::new(&proxy), client());
     admin.grant("mip-user", 10).await;
@@ -199,6 +203,24 @@ async fn a_mip003_job_over_a_failing_mcp_tool_fails_with_the_tools_words_and_cos
     .await;
     assert_eq!(status, 200, "{available}");
     assert_eq!(available["status"], "available", "{available}");
+    // A tool the server does not list: the route's agent is not available.
+    let (status, missing) = call(
+        &http,
+        &proxy,
+        reqwest::Method::GET,
+        "/mipnone/availability",
+        "mip-user",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{missing}");
+    assert_eq!(missing["status"], "unavailable", "{missing}");
+    assert!(
+        missing["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no tool named no_such_tool")),
+        "{missing}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -382,6 +382,73 @@ response = [{ header = "Session", field = "discovered.session" }]
     }
 
     #[test]
+    fn the_mcp_handshake_reads_the_session_and_version_from_events_or_json() {
+        use serde_json::json;
+        let m = mapping(
+            mapping::dialect::BUILT_IN
+                .iter()
+                .find(|(n, _)| *n == "mcp")
+                .map(|(_, t)| *t)
+                .unwrap(),
+        );
+        let vars = m.vars.clone();
+        let ctx = mapping::dialect::Context {
+            mapping: &m,
+            vars: &vars,
+            seal_key: &[],
+        };
+        let d = m.discover.as_ref().unwrap();
+        let init = dialect::encode(&d.call.request, &Canonical::empty(), &ctx).unwrap();
+        let body = init.body.clone().unwrap();
+        assert_eq!(body["method"], "initialize");
+        assert_eq!(body["params"]["protocolVersion"], "2025-11-25");
+        assert_eq!(body["params"]["capabilities"], json!({}));
+        assert_eq!(
+            init.header("Accept"),
+            Some("application/json, text/event-stream")
+        );
+        let result = json!({"protocolVersion": "2025-06-18", "capabilities": {}});
+        let answers = [
+            // Server-sent events: the array of their payloads, a notification first.
+            json!([{"jsonrpc": "2.0", "method": "notifications/message", "params": {}},
+                {"jsonrpc": "2.0", "id": 1, "result": result}]),
+            // JSON: the one object.
+            json!({"jsonrpc": "2.0", "id": 1, "result": result}),
+        ];
+        for answer in answers {
+            let reply = Message {
+                headers: vec![("mcp-session-id".to_string(), "abc".to_string())],
+                body: Some(answer.clone()),
+                ..Message::default()
+            };
+            let read = dialect::decode(&d.call.response, &reply, &ctx).unwrap();
+            assert_eq!(
+                read["discovered"],
+                json!({"session": "abc", "version": "2025-06-18"}),
+                "{answer}"
+            );
+        }
+        // The calls after it carry the session.
+        let found = json!({"session": "abc", "version": "2025-06-18"});
+        let view = WithDiscovered {
+            doc: &Canonical::empty(),
+            discovered: &found,
+        };
+        let names: Vec<&str> = d.then.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["mcp_initialized", "mcp_tool"]);
+        let initialized = dialect::encode(&d.then[0].request, &view, &ctx).unwrap();
+        assert_eq!(initialized.header("Mcp-Session-Id"), Some("abc"));
+        assert_eq!(
+            initialized.header("MCP-Protocol-Version"),
+            Some("2025-06-18")
+        );
+        assert_eq!(
+            initialized.body,
+            Some(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        );
+    }
+
+    #[test]
     fn the_a2a_card_choice_prefers_jsonrpc_1_then_rest_1_then_jsonrpc_0_3() {
         use serde_json::json;
         let iface = |url: &str, binding: &str, v: &str| json!({"url": url, "protocolBinding": binding, "protocolVersion": v});
