@@ -136,6 +136,15 @@ const VOICES: &[Voice] = &[
         request: r#"{"model": "gpt-4o-mini"}"#,
         forms: &[],
     },
+    // An MCP client of a route's tool (its answers carry the JSON-RPC id); as a back, an MCP
+    // server whose tool `search` the route calls.
+    Voice {
+        label: "mcp",
+        dialect: "mcp",
+        vars: r#"{"tool": "search"}"#,
+        request: r#"{"rpc_id": 4, "jsonrpc": "2.0"}"#,
+        forms: &[],
+    },
 ];
 
 impl Voice {

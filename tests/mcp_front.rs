@@ -259,12 +259,38 @@ async fn mcp_front_answers_the_protocol_itself_and_refuses_what_it_does_not_serv
     assert!(tools.iter().all(|t| t.get("outputSchema").is_none()));
 
     // The error table: transport faults keep their HTTP status, JSON-RPC ones are 200.
-    let cases: [Case; 6] = [
+    const MODERN: &[(&str, &str)] = &[
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "initialize"),
+    ];
+    let cases: [Case; 9] = [
         (
             r#"{"jsonrpc":"2.0","id":5,"method":"server/discover"}"#,
-            &[("mcp-protocol-version", "2026-07-28")],
+            &[("mcp-protocol-version", "2099-01-01")],
             400,
             -32022,
+        ),
+        // 2026-07-28: no initialize, no ping (404); headers must agree with the body (-32020).
+        (
+            r#"{"jsonrpc":"2.0","id":5,"method":"initialize","params":{}}"#,
+            MODERN,
+            404,
+            -32601,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":5,"method":"tools/list"}"#,
+            MODERN,
+            400,
+            -32020,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#,
+            &[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "ping"),
+            ],
+            404,
+            -32601,
         ),
         (
             r#"{"jsonrpc":"2.0","id":6,"method":"tools/list"}"#,
@@ -305,14 +331,64 @@ async fn mcp_front_answers_the_protocol_itself_and_refuses_what_it_does_not_serv
             "/mcp",
             me,
             r#"{"jsonrpc":"2.0","id":5,"method":"server/discover"}"#,
-            &[("mcp-protocol-version", "2026-07-28")],
+            &[("mcp-protocol-version", "2099-01-01")],
         )
         .await;
+    let versions = json!(["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"]);
     assert_eq!(
         a.last()["error"]["data"],
-        json!({"supported": ["2025-11-25", "2025-06-18", "2025-03-26"], "requested": "2026-07-28"})
+        json!({"supported": versions, "requested": "2099-01-01"})
     );
     assert_eq!(a.last()["id"], 5);
+    // 2026-07-28: discovery, and list results that say how long they may be kept.
+    let modern = |method| {
+        [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", method),
+        ]
+    };
+    let a = w
+        .post(
+            "/mcp",
+            me,
+            r#"{"jsonrpc":"2.0","id":"d","method":"server/discover","params":{}}"#,
+            &modern("server/discover"),
+        )
+        .await;
+    let r = &a.last()["result"];
+    assert_eq!(
+        (r["resultType"].as_str(), &r["supportedVersions"]),
+        (Some("complete"), &versions),
+        "{a:?}"
+    );
+    assert_eq!(
+        (r["ttlMs"].as_i64(), r["cacheScope"].as_str()),
+        (Some(0), Some("private"))
+    );
+    assert_eq!(
+        r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "upper"
+    );
+    let a = w
+        .post(
+            "/mcp",
+            me,
+            r#"{"jsonrpc":"2.0","id":"l","method":"tools/list","params":{}}"#,
+            &modern("tools/list"),
+        )
+        .await;
+    let r = &a.last()["result"];
+    assert_eq!(
+        (
+            r["resultType"].as_str(),
+            r["ttlMs"].as_i64(),
+            r["cacheScope"].as_str()
+        ),
+        (Some("complete"), Some(0), Some("private")),
+        "{a:?}"
+    );
+    // No Tasks utility in this era: the tool says nothing of it.
+    assert_eq!(r["tools"][0].get("execution"), None, "{a:?}");
     // No standalone stream, no sessions to end.
     for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
         let r = w
@@ -374,6 +450,25 @@ async fn mcp_tool_call_streams_progress_then_the_result_and_charges_each_step_on
         ledger(&w.admin, subject).await,
         rows(&[("grant", 5), ("hold", 1), ("capture", 1), ("release", 0)])
     );
+    // The same call in the 2026-07-28 era: its result says it is complete.
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "upper", "arguments": {"text": "modern"},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}});
+    let headers = [
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "upper"),
+    ];
+    let a = w
+        .post("/mcp", Some(subject), &body.to_string(), &headers)
+        .await;
+    let result = &a.last()["result"];
+    assert_eq!(
+        (result["resultType"].as_str(), text_of(result)),
+        (Some("complete"), "MODERN"),
+        "{a:?}"
+    );
+    w.admin.charged(subject, 5, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -520,7 +615,7 @@ async fn mcp_call_past_sync_timeout_names_the_task_and_helper_tools_follow_or_ca
             result["isError"].as_bool(),
             &result["_meta"]["interlingua/task"]["status"]
         ),
-        (Some(true), &json!("cancelled")),
+        (Some(false), &json!("cancelled")),
         "{a:?}"
     );
     w.admin.charged(subject, 5, 1).await;
@@ -548,4 +643,78 @@ async fn mcp_stream_sends_a_heartbeat_while_the_task_does_not_change() {
         .collect();
     assert!(counts.windows(2).all(|w| w[1] == w[0] + 1), "{counts:?}");
     assert_eq!(text_of(&a.last()["result"]), "TICK");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_sessions_are_sealed_bound_to_their_caller_and_a_forged_state_is_refused() {
+    let w = world().await;
+    let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let r = w
+        .http
+        .post(w.proxy.url("/mcp"))
+        .bearer_auth(token("mcp-session"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(init)
+        .send()
+        .await
+        .unwrap();
+    let session = r
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session id")
+        .to_string();
+    assert!(session.chars().all(|c| c.is_ascii_graphic()), "{session}");
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let with = |s: &str| [("mcp-session-id", s.to_string())];
+    // Its own caller may use it; another caller, or a forged or altered id, gets 404.
+    let own = with(&session);
+    let own: Vec<(&str, &str)> = own.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let a = w.post("/mcp", Some("mcp-session"), ping, &own).await;
+    assert_eq!((a.status, &a.last()["result"]), (200, &json!({})), "{a:?}");
+    let mut altered = session.clone();
+    altered.insert(3, 'x');
+    for (who, id) in [
+        ("mcp-other", session.as_str()),
+        ("mcp-session", "forged"),
+        ("mcp-session", altered.as_str()),
+    ] {
+        let a = w
+            .post("/mcp", Some(who), ping, &[("mcp-session-id", id)])
+            .await;
+        assert_eq!(
+            (a.status, a.last()["error"]["code"].as_i64()),
+            (404, Some(-32600)),
+            "{who} {id}: {a:?}"
+        );
+        assert_eq!(a.last()["error"]["message"], "Session not found");
+    }
+    // Ending it is acknowledged.
+    let r = w
+        .http
+        .delete(w.proxy.url("/mcp"))
+        .bearer_auth(token("mcp-session"))
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // A 2026-07-28 retry whose requestState does not unseal is refused.
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "upper",
+        "arguments": {"text": "x"}, "requestState": "not-a-state",
+        "inputResponses": {"input-1": {"action": "accept", "content": {"more": "x"}}}}});
+    let headers = [
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "upper"),
+    ];
+    let a = w
+        .post("/mcp", Some("mcp-session"), &body.to_string(), &headers)
+        .await;
+    assert_eq!(a.last()["error"]["code"], -32602, "{a:?}");
+    assert_eq!(
+        a.last()["error"]["message"],
+        "Invalid or expired requestState"
+    );
 }

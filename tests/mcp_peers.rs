@@ -296,3 +296,37 @@ fn sdk1_task_cancelled_once_refuses_a_second_cancel() {
     assert_eq!(statuses(&out), ["working", "cancelled"], "{out}");
     assert_eq!(out["result"], Value::Null, "{out}");
 }
+
+/// The upstream of interlingua's stateless-JSON case (MCP.md §12, B2): with `--json-response
+/// --stateless` the initialize-era leg has no session and no stream, so a call still completes
+/// (without progress) but a tool that elicits cannot ask: -32600.
+#[test]
+fn sdk2_server_stateless_json_serves_calls_but_has_no_back_channel() {
+    let (_server, url) = server2(&["--json-response", "--stateless"]);
+    let python = mcp2_python();
+    let out = client(
+        &python,
+        "mcp_client2.py",
+        &url,
+        &["--call", "slow", "--args", r#"{"n":2}"#],
+    );
+    assert_eq!(out["error"], Value::Null, "{out}");
+    assert_eq!(out["protocol_version"], "2025-11-25", "{out}");
+    assert_eq!(result_text(&out), "done 2", "{out}");
+    assert_eq!(out["progress"], json!([]), "{out}");
+    let out = client(
+        &python,
+        "mcp_client2.py",
+        &url,
+        &[
+            "--call",
+            "ask",
+            "--args",
+            r#"{"text":"a"}"#,
+            "--elicit",
+            r#"{"more":"b"}"#,
+        ],
+    );
+    assert_eq!(out["result"], Value::Null, "{out}");
+    assert_eq!(out["error"]["code"], -32600, "{out}");
+}

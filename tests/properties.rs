@@ -6,7 +6,8 @@
 //! as a back (a request) is what it reads as a front, and what it answers as a front (a response)
 //! is what it reads as a back. Which fields survive is listed per dialect below, with why the
 //! others do not. nearai has no such pair (it is a back only: its requests are only written and
-//! its answers only read), so only the first property covers it.
+//! its answers only read), nor has mcp (a front only: its requests are only read and its answers
+//! only written), so only the first properties cover them.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,6 +15,8 @@ use std::sync::LazyLock;
 
 use http::Method;
 use mapping::dialect::builtins::{self, Builtin};
+use mapping::dialect::location::Location;
+use mapping::dialect::mapping::{value_text, Condition, Op};
 use mapping::dialect::{self, Context, Dialects, Mapping, Message};
 use mapping::task::{Status, Step, Task};
 use proptest::prelude::*;
@@ -27,6 +30,7 @@ const ALL: &[&str] = &[
     "multiagent_eval",
     "nearai",
     "openai_chat",
+    "mcp",
 ];
 
 static DIALECTS: LazyLock<Dialects> = LazyLock::new(|| {
@@ -69,6 +73,8 @@ fn json_value() -> impl Strategy<Value = Value> {
             "message/send",
             "2025-02-12T09:30:46.453Z",
             "request_data",
+            "tools/call",
+            "2025-11-25",
         ])
         .prop_map(|s| Value::String(s.to_string())),
     ];
@@ -78,6 +84,29 @@ fn json_value() -> impl Strategy<Value = Value> {
             prop::collection::btree_map(key(), inner, 0..6)
                 .prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
+    })
+}
+
+/// A JSON-RPC message (two dialects speak it), its `params` arbitrary and its `id` sometimes
+/// left out (a notification).
+fn json_rpc() -> impl Strategy<Value = Value> {
+    let method = prop::sample::select(vec![
+        "SendMessage",
+        "GetTask",
+        "message/send",
+        "tasks/get",
+        "tasks/cancel",
+        "tools/call",
+        "tools/list",
+        "initialize",
+        "x",
+    ]);
+    (prop::option::of(0i64..10), method, json_value()).prop_map(|(id, method, params)| {
+        let mut v = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        if let Some(id) = id {
+            v["id"] = json!(id);
+        }
+        v
     })
 }
 
@@ -142,6 +171,13 @@ fn key() -> impl Strategy<Value = String> {
         "finish_reason",
         "data",
         "actions",
+        "jsonrpc",
+        "name",
+        "arguments",
+        "cursor",
+        "_meta",
+        "progressToken",
+        "protocolVersion",
         "x",
     ])
     .prop_map(str::to_string)
@@ -198,18 +234,111 @@ fn ctx(m: &Mapping) -> Context<'_> {
     }
 }
 
+/// Everything `m` reads from a message, read from `msg`: the front form that takes it (its
+/// request, then the `[request]` checks and its own on what was read), and every form's request
+/// and answers (each call's), the `[request]` and `[error]` rules.
+fn read_everything(m: &Mapping, method: &Method, path: &str, msg: &Message) {
+    let ctx = ctx(m);
+    if let Some((form, found)) = m.match_front(method, path, msg) {
+        let routed = Message {
+            params: found,
+            ..msg.clone()
+        };
+        if let Ok(doc) = dialect::decode(&form.request, &routed, &ctx) {
+            for check in m.request_checks.iter().chain(&form.checks) {
+                let _ = dialect::holds(&check.holds, &doc, &ctx);
+            }
+        }
+    }
+    for op in m.ops.iter().chain(&m.answers) {
+        let _ = dialect::decode(&op.request, msg, &ctx);
+        let _ = dialect::decode(&op.response, msg, &ctx);
+        for call in &op.then {
+            let _ = dialect::decode(&call.response, msg, &ctx);
+        }
+        let mut onto = json!({"task": {"status": "completed"}});
+        let _ = dialect::decode_onto(&op.response, msg, &ctx, &mut onto);
+    }
+    for rules in [&m.request, &m.error].into_iter().flatten() {
+        let _ = dialect::decode(rules, msg, &ctx);
+    }
+}
+
+/// Every front form of every dialect (its `[answer.*]` replies included), with its dialect.
+static FRONTS: LazyLock<Vec<(&'static Mapping, &'static Op)>> = LazyLock::new(|| {
+    ALL.iter()
+        .map(|name| mapping(name))
+        .flat_map(|m| m.ops.iter().chain(&m.answers).map(move |o| (m, o)))
+        .filter(|(_, o)| o.front)
+        .collect()
+});
+
+/// `msg` made to meet the conditions of the front form `form`: each condition's place given
+/// one of the values it asks for (`filler` where any will do), or emptied where it asks for
+/// nothing there (`present = false`, or only `not`). Arbitrary bodies seldom reach forms told
+/// apart by their body alone (a JSON-RPC dialect's methods, all on one path); this way each
+/// front form is read from arbitrary messages it takes.
+fn meeting(form: &Op, msg: &Message, pick: prop::sample::Index, filler: &Value) -> Message {
+    let mut msg = msg.clone();
+    let filler = if filler.is_null() {
+        json!("x")
+    } else {
+        filler.clone()
+    };
+    let value_of = |c: &Condition| match (&c.equals, c.present) {
+        (Some(values), _) if !values.is_empty() => values[pick.index(values.len())].clone(),
+        (_, Some(true)) if !c.not.contains(&filler) => filler.clone(),
+        (_, Some(true)) => json!({"x": filler.clone()}),
+        _ => Value::Null,
+    };
+    // A body in the way (not an object where a condition wants a key) starts again empty.
+    for fresh in [false, true] {
+        if fresh {
+            msg.body = Some(json!({}));
+        }
+        let mut written = true;
+        for c in &form.conditions {
+            let value = value_of(c);
+            match &c.location {
+                Location::Json(at) => {
+                    written &= at.write(msg.body.get_or_insert(Value::Null), value);
+                }
+                Location::Header(name) => {
+                    msg.headers.retain(|(k, _)| !k.eq_ignore_ascii_case(name));
+                    if !value.is_null() {
+                        msg.headers.push((name.clone(), value_text(&value)));
+                    }
+                }
+                Location::Query(name) => {
+                    msg.query.retain(|(k, _)| k != name);
+                    if !value.is_null() {
+                        msg.query.push((name.clone(), value_text(&value)));
+                    }
+                }
+                Location::Param(_) => {}
+            }
+        }
+        if written {
+            break;
+        }
+    }
+    msg
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(1024))]
 
     /// Every front form's request, every back form's answer (each call's), the `[request]` and
-    /// `[error]` rules: read from anything.
+    /// `[error]` rules, the checks: read from anything, and from anything made to meet a front
+    /// form's conditions, which some front form of its dialect then takes.
     #[test]
     fn arbitrary_messages_never_panic_a_translator(
-        body in json_value(),
+        body in prop_oneof![json_value(), json_rpc()],
         (method, path) in request_line(),
         params in pairs(&["did", "task_id", "step_id", "thing", "action", "thread_id", "x"]),
         query in pairs(&["job_id", "jobId", "x"]),
-        headers in pairs(&["A2A-Version", "content-type", "x"]),
+        headers in pairs(&["A2A-Version", "MCP-Protocol-Version", "Accept", "content-type", "x"]),
+        (form, pick, filler) in (any::<prop::sample::Index>(), any::<prop::sample::Index>(), json_value()),
     ) {
         let msg = Message {
             params: params.into_iter().collect::<BTreeMap<_, _>>(),
@@ -218,28 +347,22 @@ proptest! {
             body: Some(body),
         };
         for m in DIALECTS.values() {
-            let ctx = ctx(m);
-            if let Some((form, found)) = m.match_front(&method, &path, &msg) {
-                let routed = Message { params: found, ..msg.clone() };
-                let _ = dialect::decode(&form.request, &routed, &ctx);
-            }
-            for op in &m.ops {
-                let _ = dialect::decode(&op.request, &msg, &ctx);
-                let _ = dialect::decode(&op.response, &msg, &ctx);
-                for call in &op.then {
-                    let _ = dialect::decode(&call.response, &msg, &ctx);
-                }
-                let mut onto = json!({"task": {"status": "completed"}});
-                let _ = dialect::decode_onto(&op.response, &msg, &ctx, &mut onto);
-            }
-            for rules in [&m.request, &m.error].into_iter().flatten() {
-                let _ = dialect::decode(rules, &msg, &ctx);
-            }
+            read_everything(m, &method, &path, &msg);
         }
+
+        let (m, form) = FRONTS[form.index(FRONTS.len())];
+        let shaped = meeting(form, &msg, pick, &filler);
+        // Path parameters as `{name}`, which the form's template takes.
+        let (path, _) = form.path.render_showing(&BTreeMap::new());
+        prop_assert!(
+            m.match_front(&form.method, &path, &shaped).is_some(),
+            "{} {}: no form takes {} {} {:?}", m.name, form.key, form.method, path, shaped
+        );
+        read_everything(m, &form.method, &path, &shaped);
     }
 
-    /// Every request, answer, further call, stream frame and error: written from anything, and
-    /// every condition evaluated on it.
+    /// Every request, answer (the `[answer.*]` replies' too), further call, stream frame and
+    /// error: written from anything, and every condition and check evaluated on it.
     #[test]
     fn arbitrary_documents_never_panic_a_translator(
         task in json_value(),
@@ -255,7 +378,13 @@ proptest! {
         });
         for m in DIALECTS.values() {
             let ctx = ctx(m);
-            for op in &m.ops {
+            for check in &m.request_checks {
+                let _ = dialect::holds(&check.holds, &doc, &ctx);
+            }
+            for op in m.ops.iter().chain(&m.answers) {
+                for check in &op.checks {
+                    let _ = dialect::holds(&check.holds, &doc, &ctx);
+                }
                 let _ = dialect::encode(&op.request, &doc, &ctx);
                 let _ = dialect::encode(&op.response, &doc, &ctx);
                 for call in &op.then {

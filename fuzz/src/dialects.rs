@@ -5,12 +5,15 @@
 //! the same name, so rules that read those are reached too, and each one that starts with `/`
 //! is matched as a request path against the mapping's front forms. Then, for every rule set of
 //! every built-in mapping (each form's request and response, its further calls, `[discover]`,
-//! `[request]`, `[error]`, stream frames):
+//! `[request]`, `[error]`, stream frames, the `[answer.*]` replies):
 //!
 //! - decode the message into a canonical document, and encode that document back with the same
 //!   rules (with the request's path and query rendered, as `interlingua translate` does);
 //! - encode the body itself as if it were a canonical document (canonical → dialect from
 //!   anything).
+//!
+//! A request a front form takes is also held to the `[request]` checks and the form's own, as
+//! the engine does once it has read it.
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -42,7 +45,7 @@ struct Form<'a> {
 fn forms(m: &Mapping) -> Vec<Form<'_>> {
     let mut out = Vec::new();
     let mut push = |rules, path| out.push(Form { rules, path });
-    for op in &m.ops {
+    for op in m.ops.iter().chain(&m.answers) {
         push(&op.request, Some(&op.path));
         push(&op.response, None);
         for call in &op.then {
@@ -93,15 +96,25 @@ pub fn run(data: &[u8]) {
                         params,
                         ..msg.clone()
                     };
-                    let _ = decode(&op.request, &routed, &ctx);
+                    if let Ok(doc) = decode(&op.request, &routed, &ctx) {
+                        for check in m.request_checks.iter().chain(&op.checks) {
+                            let _ = holds(&check.holds, &doc, &ctx);
+                        }
+                    }
                 }
             }
         }
-        for op in &m.ops {
+        for op in m.ops.iter().chain(&m.answers) {
             let _ = op.waits(&canonical, &ctx);
             if let Some(when) = &op.when {
                 let _ = holds(when, &canonical, &ctx);
             }
+        }
+        for check in m.ops.iter().chain(&m.answers).flat_map(|o| &o.checks) {
+            let _ = holds(&check.holds, &canonical, &ctx);
+        }
+        for check in &m.request_checks {
+            let _ = holds(&check.holds, &canonical, &ctx);
         }
         for form in forms(m) {
             if let Ok(doc) = decode(form.rules, &msg, &ctx) {

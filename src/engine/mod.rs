@@ -254,6 +254,19 @@ impl Engine {
         if let Some(r) = translation::read_echo(&t.front, &msg, &t.front_ctx())? {
             *echo = r;
         }
+        if let Some(identity) = cx.identity {
+            // `request.subject`: who is calling, for what a front binds to its caller (a sealed
+            // session, a continuation).
+            if !echo.is_object() {
+                *echo = Value::Object(Map::new());
+            }
+            if let Value::Object(o) = echo {
+                o.insert(
+                    "subject".to_string(),
+                    Value::String(identity.subject.clone()),
+                );
+            }
+        }
         let base_url = msg
             .header("host")
             .map(|h| format!("{}://{h}{}", req.scheme, req.prefix.trim_end_matches('/')));

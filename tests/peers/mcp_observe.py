@@ -103,7 +103,9 @@ class Observer:
     def elicited(self, params):
         """Records one elicitation request; returns (action, content) to answer it with."""
         wire = dump(params)
-        self.out["elicitations"].append({"message": wire.get("message"), "requestedSchema": wire.get("requestedSchema")})
+        self.out["elicitations"].append(
+            {"message": wire.get("message"), "requestedSchema": wire.get("requestedSchema")}
+        )
         if self.args.decline:
             return "decline", None
         return "accept", self.answer

@@ -45,6 +45,7 @@ const TOP_KEYS: &[&str] = &[
     "operations",
     "refuse",
     "answer",
+    "streams",
 ];
 
 /// Where `[discover]` reads by default: the A2A well-known card path (RFC 8615), the one
@@ -85,6 +86,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Mapping, Problems> {
             "operations" => raw.operations = entries::<OperationSection>(value, name, &mut p),
             "refuse" => raw.refuse = entries::<RefuseSection>(value, name, &mut p),
             "answer" => raw.answers = entries::<AnswerSection>(value, name, &mut p),
+            "streams" => raw.streams = entries::<StreamSection>(value, name, &mut p),
             other => p.at(
                 Some(key.span()),
                 other,
@@ -130,6 +132,7 @@ struct Raw {
     operations: Vec<(Spanned<String>, OperationSection)>,
     refuse: Vec<(Spanned<String>, RefuseSection)>,
     answers: Vec<(Spanned<String>, AnswerSection)>,
+    streams: Vec<(Spanned<String>, StreamSection)>,
 }
 
 /// The entries of a table of tables (`[shapes.NAME]`), each deserialized on its own.
@@ -224,6 +227,7 @@ fn compile(raw: Raw, origin: &str, p: &mut Collector<'_>) -> Option<Mapping> {
         vars: &vars,
         named: &named,
         shapes: BTreeMap::new(),
+        streams: BTreeMap::new(),
         tables: &tables,
         calls: BTreeMap::new(),
         has_ids: (ids.task.is_some(), ids.step.is_some()),
@@ -276,6 +280,21 @@ fn compile(raw: Raw, origin: &str, p: &mut Collector<'_>) -> Option<Mapping> {
         }
     }
     let discover = raw.discover.as_ref().and_then(|d| cx.discover(d, p));
+    for (name, s) in &raw.streams {
+        let where_ = format!("streams.{}", name.get_ref());
+        if let Some(u) = &s.uses {
+            p.at(
+                Some(u.span()),
+                format!("{where_}.use"),
+                "a named stream cannot use another",
+            );
+            continue;
+        }
+        if let Some(compiled) = cx.stream(s, &where_, p) {
+            cx.streams
+                .insert(name.get_ref().clone(), Arc::new(compiled));
+        }
+    }
     let mut ops: Vec<Op> = Vec::new();
     for (op_name, op) in &raw.operations {
         let (kind_name, kind_span) = match &op.operation {
@@ -576,6 +595,8 @@ struct RuleCx<'a> {
     vars: &'a Map<String, Value>,
     named: &'a Named,
     shapes: BTreeMap<String, Arc<Shape>>,
+    /// `[streams.NAME]`, for forms that `use` them.
+    streams: BTreeMap<String, Arc<Stream>>,
     tables: &'a BTreeMap<String, Arc<Table>>,
     calls: BTreeMap<String, Arc<Call>>,
     has_ids: (bool, bool),
@@ -752,6 +773,44 @@ impl RuleCx<'_> {
             not: r.not.as_ref().map(json).unwrap_or_default(),
             present: r.present,
         })
+    }
+
+    /// A form's stream: its own, or the `[streams.NAME]` it uses.
+    fn stream_of(
+        &self,
+        s: &StreamSection,
+        where_: &str,
+        p: &mut Collector<'_>,
+    ) -> Option<Arc<Stream>> {
+        let Some(name) = &s.uses else {
+            return self.stream(s, where_, p).map(Arc::new);
+        };
+        let alone = s.frames.is_empty()
+            && s.until.is_none()
+            && s.done.is_none()
+            && s.end.is_none()
+            && s.every.is_none()
+            && s.timeout.is_none()
+            && s.lasts.is_none()
+            && s.keepalive.is_none();
+        if !alone {
+            p.at(
+                Some(name.span()),
+                format!("{where_}.use"),
+                "a stream that uses [streams.NAME] has no other key",
+            );
+        }
+        match self.streams.get(name.get_ref()) {
+            Some(stream) => Some(stream.clone()),
+            None => {
+                p.at(
+                    Some(name.span()),
+                    format!("{where_}.use"),
+                    format!("no stream named `{}` in [streams]", name.get_ref()),
+                );
+                None
+            }
+        }
     }
 
     fn stream(&self, s: &StreamSection, where_: &str, p: &mut Collector<'_>) -> Option<Stream> {
@@ -1058,7 +1117,7 @@ impl RuleCx<'_> {
         let stream = op
             .stream
             .as_ref()
-            .and_then(|s| self.stream(s, &format!("{where_}.stream"), p));
+            .and_then(|s| self.stream_of(s, &format!("{where_}.stream"), p));
         let Call {
             method,
             path,

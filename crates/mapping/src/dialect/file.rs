@@ -120,7 +120,12 @@ pub struct CheckSection {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StreamSection {
+    /// A stream of `[streams.NAME]`, used as it is (no other key with it): forms that follow a
+    /// task alike say so once.
+    #[serde(rename = "use")]
+    pub uses: Option<Spanned<String>>,
     /// Each makes one event when its `when` holds, each time the task changes, in this order.
+    #[serde(default)]
     pub frames: Vec<FrameSection>,
     /// `"terminal"` (default): the stream ends when the task ends; `"settled"`: also when it
     /// waits for input.

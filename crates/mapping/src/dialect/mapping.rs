@@ -312,7 +312,7 @@ pub struct Op {
     /// Back: where `path` is appended, when it has a value (else the upstream's `base_path`).
     pub target: Option<Expr>,
     /// Front: the answer is a stream of events.
-    pub stream: Option<Stream>,
+    pub stream: Option<Arc<Stream>>,
     pub method: Method,
     pub path: PathTemplate,
     /// Older paths a front request may use.
