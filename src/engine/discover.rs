@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! call_back ─► discovered(route) ──cached?──► [discover] call ─► rules ─► discovered.*
+//!     │                                        then: each [calls.NAME] ─► rules ─► discovered.*
 //!     │  back form chosen and written with discovered.* in view (`when`, `target`, rules)
 //!     └─ fails (no connection, 404, 405, 5xx) ─► discovered again, fresh ─► changed? ─► one retry
 //! ```
