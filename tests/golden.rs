@@ -136,11 +136,12 @@ const VOICES: &[Voice] = &[
         request: r#"{"model": "gpt-4o-mini"}"#,
         forms: &[],
     },
-    // An MCP client of a route's tool (a front only: its answers carry the JSON-RPC id).
+    // An MCP client of a route's tool (its answers carry the JSON-RPC id); as a back, an MCP
+    // server whose tool `search` the route calls.
     Voice {
         label: "mcp",
         dialect: "mcp",
-        vars: "{}",
+        vars: r#"{"tool": "search"}"#,
         request: r#"{"rpc_id": 4, "jsonrpc": "2.0"}"#,
         forms: &[],
     },

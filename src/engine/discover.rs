@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! call_back ─► discovered(route) ──cached?──► [discover] call ─► rules ─► discovered.*
+//!     │                                        then: each [calls.NAME] ─► rules ─► discovered.*
 //!     │  back form chosen and written with discovered.* in view (`when`, `target`, rules)
 //!     └─ fails (no connection, 404, 405, 5xx) ─► discovered again, fresh ─► changed? ─► one retry
 //! ```
@@ -16,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
@@ -57,7 +59,7 @@ impl Engine {
                 return Some(e.doc.clone());
             }
         }
-        let (doc, ttl) = match self.discover_once(t, &d.call, cx).await {
+        let (doc, ttl) = match self.discover_once(t, d, cx).await {
             Some(doc) => (doc, d.ttl),
             None => (Value::Object(Map::new()), d.ttl.min(FAILED_TTL)),
         };
@@ -73,9 +75,38 @@ impl Engine {
         Some(doc)
     }
 
-    /// One discovery call; `None` when it fails (the back is then called as if nothing had been
-    /// discovered: the mapping's forms without `discovered.*`).
+    /// One discovery: its call, then each of its `then` calls with what it read in view;
+    /// `None` when any of them fails (the back is then called as if nothing had been
+    /// discovered: the mapping's forms without `discovered.*`). A handshake half made is not
+    /// one: a session whose `notifications/initialized` was refused is not used.
     async fn discover_once(
+        &self,
+        t: &Translated,
+        d: &mapping::dialect::mapping::Discover,
+        cx: &mut Cx<'_>,
+    ) -> Option<Value> {
+        let mut found = self.discovery_call(t, &d.call, cx).await?;
+        for next in &d.then {
+            let view = WithDiscovered {
+                doc: &Canonical::empty(),
+                discovered: &found,
+            };
+            let seed = Decoded::from(serde_json::json!({ "discovered": found.clone() }));
+            let call = super::translation::call_of(next);
+            match self.call_once(t, call, &view, seed, cx, &mut false).await {
+                Ok(read) => found = read.discovered(),
+                Err(e) => {
+                    tracing::debug!(route = %t.route, call = %next.name, error = %e, "discovery failed");
+                    return None;
+                }
+            }
+        }
+        Some(found)
+    }
+
+    /// The discovery call itself: its request written (a body too: a handshake's POST), its
+    /// answer read into `discovered.*`; `None` when it fails.
+    async fn discovery_call(
         &self,
         t: &Translated,
         call: &mapping::dialect::mapping::Call,
@@ -97,8 +128,12 @@ impl Engine {
             }
             None => join("", "", &call.path.render(&msg.params).ok()?, &msg),
         };
-        let header = request_header(&call.method, &path, t, &msg, None, cx).ok()?;
-        let answer = match self.client.call(&t.upstream, header, None).await {
+        let body = match &msg.body {
+            Some(b) => Some(Bytes::from(serde_json::to_vec(b).ok()?)),
+            None => None,
+        };
+        let header = request_header(&call.method, &path, t, &msg, body.as_ref(), cx).ok()?;
+        let answer = match self.client.call(&t.upstream, header, body).await {
             Ok(a) => a,
             Err(e) => {
                 tracing::debug!(route = %t.route, error = %e, "discovery failed");
@@ -272,6 +307,50 @@ request = [ { param = "id", field = "task.id" }, { header = "X-Via", value = "di
     }
 
     #[test]
+    fn a_discovery_may_post_a_body_and_name_calls_to_make_after_it() {
+        let text = r#"
+dialect = "d"
+[calls.hello]
+method = "POST"
+path = "/"
+request = [{ header = "Session", value = "discovered.session" }]
+[discover]
+method = "POST"
+path = "/"
+then = ["hello"]
+request = [{ json = "$.method", value = "'initialize'" }]
+response = [{ header = "Session", field = "discovered.session" }]
+"#;
+        let m = mapping(text);
+        let d = m.discover.as_ref().unwrap();
+        assert_eq!(d.call.method, http::Method::POST);
+        assert_eq!(d.then.len(), 1);
+        assert_eq!(d.then[0].name, "hello");
+        let vars = m.vars.clone();
+        let ctx = mapping::dialect::Context {
+            mapping: &m,
+            vars: &vars,
+            seal_key: &[],
+        };
+        let msg = dialect::encode(&d.call.request, &Canonical::empty(), &ctx).unwrap();
+        assert_eq!(msg.body, Some(serde_json::json!({"method": "initialize"})));
+        // The call after it is written with what the discovery read in view.
+        let found = serde_json::json!({"session": "s-1"});
+        let view = WithDiscovered {
+            doc: &Canonical::empty(),
+            discovered: &found,
+        };
+        let next = dialect::encode(&d.then[0].request, &view, &ctx).unwrap();
+        assert_eq!(next.header("Session"), Some("s-1"));
+        let e = mapping::dialect::compile::parse(
+            &text.replace("then = [\"hello\"]", "then = [\"nope\"]"),
+            "test",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("discover.then"), "{e}");
+    }
+
+    #[test]
     fn a_bad_ttl_is_reported() {
         let e = mapping::dialect::compile::parse(
             "dialect = \"d\"\n[discover]\nttl = \"soon\"\n",
@@ -301,6 +380,73 @@ request = [ { param = "id", field = "task.id" }, { header = "X-Via", value = "di
         let read = dialect::decode(&d.call.response, &Message::with_body(card), &ctx).unwrap();
         let found = &read["discovered"];
         serde_json::json!([found["binding"], found["url"], found["version"]])
+    }
+
+    #[test]
+    fn the_mcp_handshake_reads_the_session_and_version_from_events_or_json() {
+        use serde_json::json;
+        let m = mapping(
+            mapping::dialect::BUILT_IN
+                .iter()
+                .find(|(n, _)| *n == "mcp")
+                .map(|(_, t)| *t)
+                .unwrap(),
+        );
+        let vars = m.vars.clone();
+        let ctx = mapping::dialect::Context {
+            mapping: &m,
+            vars: &vars,
+            seal_key: &[],
+        };
+        let d = m.discover.as_ref().unwrap();
+        let init = dialect::encode(&d.call.request, &Canonical::empty(), &ctx).unwrap();
+        let body = init.body.clone().unwrap();
+        assert_eq!(body["method"], "initialize");
+        assert_eq!(body["params"]["protocolVersion"], "2025-11-25");
+        assert_eq!(body["params"]["capabilities"], json!({}));
+        assert_eq!(
+            init.header("Accept"),
+            Some("application/json, text/event-stream")
+        );
+        let result = json!({"protocolVersion": "2025-06-18", "capabilities": {}});
+        let answers = [
+            // Server-sent events: the array of their payloads, a notification first.
+            json!([{"jsonrpc": "2.0", "method": "notifications/message", "params": {}},
+                {"jsonrpc": "2.0", "id": 1, "result": result}]),
+            // JSON: the one object.
+            json!({"jsonrpc": "2.0", "id": 1, "result": result}),
+        ];
+        for answer in answers {
+            let reply = Message {
+                headers: vec![("mcp-session-id".to_string(), "abc".to_string())],
+                body: Some(answer.clone()),
+                ..Message::default()
+            };
+            let read = dialect::decode(&d.call.response, &reply, &ctx).unwrap();
+            assert_eq!(
+                read["discovered"],
+                json!({"session": "abc", "version": "2025-06-18"}),
+                "{answer}"
+            );
+        }
+        // The calls after it carry the session.
+        let found = json!({"session": "abc", "version": "2025-06-18"});
+        let view = WithDiscovered {
+            doc: &Canonical::empty(),
+            discovered: &found,
+        };
+        let names: Vec<&str> = d.then.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["mcp_initialized", "mcp_tool"]);
+        let initialized = dialect::encode(&d.then[0].request, &view, &ctx).unwrap();
+        assert_eq!(initialized.header("Mcp-Session-Id"), Some("abc"));
+        assert_eq!(
+            initialized.header("MCP-Protocol-Version"),
+            Some("2025-06-18")
+        );
+        assert_eq!(
+            initialized.body,
+            Some(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        );
     }
 
     #[test]

@@ -697,6 +697,61 @@ fn reply(fop: &Op, doc: &dyn Doc, ctx: &Context<'_>) -> Result<FrontResponse, Pr
 mod tests {
     use super::*;
 
+    /// A route `r` to the back `back_text` (its front, too), on an upstream never called.
+    fn translated(back_text: &str) -> Translated {
+        let text = "[[listeners]]\naddress = \"127.0.0.1:0\"\n\n\
+            [[upstreams]]\nname = \"up\"\naddress = \"127.0.0.1:9\"\n\n\
+            [[routes]]\nname = \"r\"\nmatch = { path_prefix = \"/\" }\nupstream = \"up\"\n\
+            front = \"mip003\"\nback = \"d\"\n";
+        let config = crate::config::parse(text, "t.toml").unwrap_or_else(|p| panic!("{p}"));
+        let compiled =
+            || mapping::dialect::compile::parse(back_text, "d").unwrap_or_else(|p| panic!("{p}"));
+        let upstreams = crate::upstream::Upstreams::new(&config.upstreams);
+        Translated::new(
+            &config.routes[0],
+            Arc::new(compiled()),
+            Arc::new(compiled()),
+            upstreams.get(0).expect("the upstream").clone(),
+            Arc::from(&[0u8; 32][..]),
+        )
+    }
+
+    /// The `Accept` a back call is sent with, its form written from an empty document.
+    fn accept_sent(back_text: &str) -> Vec<String> {
+        let t = translated(back_text);
+        let op = t.back.op(Operation::CreateTask).expect("a create form");
+        let (msg, path) = translation::write_call(
+            translation::calls(op).next().expect("a call"),
+            &Canonical::empty(),
+            &t.back_ctx(),
+        )
+        .expect("written");
+        let mut spent = Spent::default();
+        let cx = Cx {
+            request_id: "r-1",
+            identity: None,
+            spent: &mut spent,
+        };
+        let h = request_header(&op.method, &path, &t, &msg, None, &cx).expect("a header");
+        h.headers
+            .get_all(http::header::ACCEPT)
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn back_calls_accept_json_unless_the_mapping_names_its_own_accept() {
+        let plain = "dialect = \"d\"\n[operations.create_task]\nmethod = \"POST\"\npath = \"/\"\n";
+        assert_eq!(accept_sent(plain), ["application/json"]);
+        // MCP's servers answer 406 unless both are accepted (MCP.md §2.1): the mapping's rule
+        // replaces the default rather than adding a second header.
+        let both = format!(
+            "{plain}request = [{{ header = \"Accept\", value = \"'application/json, text/event-stream'\" }}]\n"
+        );
+        assert_eq!(accept_sent(&both), ["application/json, text/event-stream"]);
+    }
+
     #[test]
     fn a_missing_or_mistyped_field_says_where_it_is_and_what_was_wanted() {
         let missing = invalid_request(CodecError::Missing {

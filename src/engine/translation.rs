@@ -166,13 +166,18 @@ pub fn calls(op: &Op) -> impl Iterator<Item = Call<'_>> {
         request: &op.request,
         response: &op.response,
     };
-    std::iter::once(first).chain(op.then.iter().map(|c| Call {
+    std::iter::once(first).chain(op.then.iter().map(|c| call_of(c)))
+}
+
+/// A `[calls.NAME]` section as one call to make.
+pub fn call_of(c: &mapping::dialect::mapping::Call) -> Call<'_> {
+    Call {
         method: &c.method,
         path: &c.path,
         target: c.target.as_ref(),
         request: &c.request,
         response: &c.response,
-    }))
+    }
 }
 
 /// A call written from `doc` with the back's rules: the message (headers, query, body) and

@@ -642,7 +642,32 @@ impl RuleCx<'_> {
             "discover",
             p,
         )?;
-        Some(Discover { call, ttl })
+        let then = self.then_calls(d.then.as_deref(), "discover", p);
+        Some(Discover { call, ttl, then })
+    }
+
+    /// The `[calls]` a `then` list names, in order; each unknown name is reported.
+    fn then_calls(
+        &self,
+        names: Option<&[Spanned<String>]>,
+        where_: &str,
+        p: &mut Collector<'_>,
+    ) -> Vec<Arc<Call>> {
+        names
+            .into_iter()
+            .flatten()
+            .filter_map(|name| match self.calls.get(name.get_ref()) {
+                Some(c) => Some(c.clone()),
+                None => {
+                    p.at(
+                        Some(name.span()),
+                        format!("{where_}.then"),
+                        format!("no call named `{}` in [calls]", name.get_ref()),
+                    );
+                    None
+                }
+            })
+            .collect()
     }
 
     /// One HTTP exchange: method, path template, and the rules of its request (which may name
@@ -1088,22 +1113,7 @@ impl RuleCx<'_> {
                 false
             }
         };
-        let then = op
-            .then
-            .iter()
-            .flatten()
-            .filter_map(|name| match self.calls.get(name.get_ref()) {
-                Some(c) => Some(c.clone()),
-                None => {
-                    p.at(
-                        Some(name.span()),
-                        format!("{where_}.then"),
-                        format!("no call named `{}` in [calls]", name.get_ref()),
-                    );
-                    None
-                }
-            })
-            .collect();
+        let then = self.then_calls(op.then.as_deref(), &where_, p);
         let stream = op
             .stream
             .as_ref()

@@ -338,6 +338,10 @@ pub struct DiscoverSection {
     pub target: Option<Spanned<String>>,
     /// How long what was discovered is kept (default "5m").
     pub ttl: Option<Spanned<String>>,
+    /// Calls (`[calls.NAME]`) made after the discovery call, in order, with what it discovered
+    /// in view (`discovered.*`): the rest of a handshake. Each goes below the upstream's
+    /// `base_path` unless it names a `target`, as a form's calls do.
+    pub then: Option<Vec<Spanned<String>>>,
     pub request: Option<Vec<Spanned<FieldRule>>>,
     pub response: Option<Vec<Spanned<FieldRule>>>,
 }

@@ -368,6 +368,9 @@ pub struct Discover {
     pub call: Call,
     /// How long what it read is kept.
     pub ttl: std::time::Duration,
+    /// Calls made after it, in order, with `discovered.*` in view (a handshake's second step);
+    /// what their response rules read into `discovered.*` joins what it read.
+    pub then: Vec<Arc<Call>>,
 }
 
 /// When a stream of events ends.
