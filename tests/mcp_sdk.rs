@@ -461,7 +461,8 @@ async fn sdk_clients_answer_the_agents_question_by_elicitation_in_both_eras_and_
     assert_eq!(out["error"], Value::Null, "{out}");
     assert_eq!(text(&out), "HI from masumi", "{out}");
     assert_eq!(
-        out["elicitations"][0]["message"], "Please provide `more`",
+        out["elicitations"][0]["requestedSchema"]["required"],
+        json!(["more"]),
         "{out}"
     );
     // Declined: the task is cancelled and the call says so.
