@@ -183,6 +183,20 @@ async fn statuses(w: &World, subject: &str, job: &str, until: &[&str]) -> (Vec<S
 }
 
 /// The task and its purchases as the admin API shows them; checks that `/purchases` agrees.
+/// [`stored`] once the task's first purchase record is in `state`: the record is written when the
+/// payment node's answer has come back, a moment after the stand-in saw the call.
+async fn stored_in(w: &World, task: &str, state: &str) -> (Value, Vec<Value>) {
+    eventually(&format!("the purchase to be {state}"), || async {
+        let (t, records) = stored(w, task).await;
+        if records.first().is_some_and(|r| r["state"] == state) {
+            Ok((t, records))
+        } else {
+            Err(Value::Array(records))
+        }
+    })
+    .await
+}
+
 async fn stored(w: &World, task: &str) -> (Value, Vec<Value>) {
     let http = client();
     let get = |path: String| {
@@ -380,9 +394,8 @@ async fn an_agent_that_fails_after_payment_gets_a_refund_request() {
         purchases["purchases"][bid]["NextAction"]["requestedAction"],
         "SetRefundRequestedRequested"
     );
-    let (task, records) = stored(&w, id).await;
+    let (task, records) = stored_in(&w, id, "refund_requested").await;
     assert_eq!(task["status"], "failed");
-    assert_eq!(records[0]["state"], "refund_requested");
     assert_eq!(
         records[0]["detail"],
         "the agent failed; a refund was requested"
@@ -419,7 +432,7 @@ async fn an_agent_that_does_not_deliver_by_submit_result_time_gets_a_refund_requ
         refunds[0]["body"],
         json!({"blockchainIdentifier": bid, "network": "Preprod"})
     );
-    let (task, records) = stored(&w, id).await;
+    let (task, records) = stored_in(&w, id, "refund_requested").await;
     assert_eq!(task["reason"], "payment");
     assert_eq!(
         task["message"],

@@ -418,3 +418,63 @@ async fn an_expired_mcp_session_is_made_anew_and_the_call_made_once_more() {
     );
     admin.charged("nv-user", 10, 1).await;
 }
+
+/// The payments-py driver (`tests/peers/nevermined_client.py --scenario plain`) against `url`:
+/// one task with `query` and `additional`, to its end; its report.
+async fn payments_py(url: String, subject: &str, query: &str, additional: Value) -> Value {
+    let args = vec![
+        "--url".to_string(),
+        url,
+        "--key".to_string(),
+        token(subject),
+        "--did".to_string(),
+        DID.to_string(),
+        "--scenario".to_string(),
+        "plain".to_string(),
+        "--query".to_string(),
+        query.to_string(),
+        "--additional".to_string(),
+        additional.to_string(),
+    ];
+    tokio::task::spawn_blocking(move || {
+        let ran = run_script(&peers_python(), "nevermined_client.py", &args, DEADLINE * 3);
+        assert!(
+            ran.status.success(),
+            "nevermined_client.py failed: {}\n{}",
+            ran.stdout,
+            ran.stderr
+        );
+        serde_json::from_str(ran.stdout.trim())
+            .unwrap_or_else(|e| panic!("not one JSON report ({e}): {}\n{}", ran.stdout, ran.stderr))
+    })
+    .await
+    .expect("the driver's thread")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payments_py_reaches_an_mcp_tool_as_a_nevermined_agent_completed_or_failed() {
+    let server = sdk_server().await;
+    let proxy = Proxy::start(&routes(
+        server.port,
+        &[
+            ("nvecho", "nevermined", "echo"),
+            ("nvfail", "nevermined", "fail"),
+        ],
+    ));
+    let admin = Admin::new(&proxy);
+    admin.grant("py-user", 10).await;
+    // The query is the tool's `text` argument; its answer the task's output.
+    let out = payments_py(proxy.url("/nvecho"), "py-user", "hello tool", json!({})).await;
+    let done = &out["get_task_with_steps_done"];
+    assert_eq!(done["task"]["task_status"], "Completed", "{out}");
+    assert_eq!(done["task"]["output"], "hello tool", "{out}");
+    // A tool error is a failed task, with the tool's words, and costs nothing.
+    let out = payments_py(proxy.url("/nvfail"), "py-user", "x", json!({})).await;
+    let done = &out["get_task_with_steps_done"];
+    assert_eq!(done["task"]["task_status"], "Failed", "{out}");
+    assert!(
+        done.to_string().contains("the tool failed on purpose"),
+        "{out}"
+    );
+    admin.charged("py-user", 10, 1).await;
+}

@@ -16,6 +16,9 @@ Scenario (one task that asks for input once: input_additional {"mode": "input"})
   update_step (the input) on the waiting step; get_task_with_steps until Completed;
   get_steps_from_task(?status=Completed); get_task_with_steps of an unknown task (an error).
 
+With --scenario plain: create_task with --query and --additional (JSON), then get_task_with_steps
+until Completed or Failed; nothing else.
+
 Output: ONE JSON object on stdout, each call's result as payments-py returns it (pydantic models
 dumped in JSON mode; raw responses as their JSON; errors as {"error": ..., "status": ...}).
 Polling waits for a state with a deadline (--timeout, default 20 s) and fails the script past it.
@@ -69,6 +72,9 @@ async def main():
     ap.add_argument("--key", required=True)
     ap.add_argument("--did", required=True)
     ap.add_argument("--timeout", type=float, default=20.0)
+    ap.add_argument("--scenario", choices=["input", "plain"], default="input")
+    ap.add_argument("--query", default="hello world")
+    ap.add_argument("--additional", default="{}")
     a = ap.parse_args()
 
     payments = Payments(nvm_api_key=a.key, environment=Environment.local)
@@ -77,6 +83,8 @@ async def main():
     q.opts.backend_host = a.url.rstrip("/")
     q.opts.proxy_host = a.url.rstrip("/")
     out = {}
+    if a.scenario == "plain":
+        return await plain(q, a, out)
 
     created = await q.create_task(
         a.did,
@@ -132,6 +140,23 @@ async def main():
     except Exception as e:  # payments-py raises a bare Exception holding the answer
         out["get_unknown_task"] = failure(e)
     out["step_id"] = step_id
+    out["task_id"] = task_id
+    return out
+
+
+async def plain(q, a, out):
+    """One task to its end: what a subscriber of a tool without questions does."""
+    body = {"input_query": a.query, "name": "plain", "input_additional": json.loads(a.additional)}
+    created = await q.create_task(a.did, body)
+    out["create_task"] = dump(created)
+    task_id = created.data["task"]["task_id"]
+    done = until(
+        "Completed or Failed",
+        lambda: q.get_task_with_steps(a.did, task_id),
+        lambda t: t.task.task_status in ("Completed", "Failed"),
+        a.timeout,
+    )
+    out["get_task_with_steps_done"] = dump(done)
     out["task_id"] = task_id
     return out
 
