@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::peers::{peers_python, Peer};
+use common::peers::{masumi_agent, peers_python, Peer};
 use common::wait::eventually;
 use common::{client, config, Proxy};
 use serde_json::{json, Value};
@@ -24,26 +24,7 @@ struct World {
 fn world() -> World {
     let python = peers_python();
     let standin = Peer::start(&python, "payment_standin.py", &[], &[]);
-    let agent = Peer::start(
-        &python,
-        "masumi_agent.py",
-        &[],
-        &[
-            (
-                "PAYMENT_SERVICE_URL",
-                format!("http://127.0.0.1:{}/api/v1", standin.port),
-            ),
-            ("PAYMENT_API_KEY", "testkey".to_string()),
-            ("SELLER_VKEY", "seller_vkey_hex_0123".to_string()),
-            (
-                "AGENT_IDENTIFIER",
-                "agent_policyid_plus_assetname_0000000000000000000000000000000000".to_string(),
-            ),
-            ("NETWORK", "Preprod".to_string()),
-            // masumi polls the payment node every 10 s; the peer shortens that for tests.
-            ("PEER_PAYMENT_POLL_SECONDS", "0.2".to_string()),
-        ],
-    );
+    let agent = masumi_agent(&python, standin.port);
     let proxy = Proxy::start(&config(
         "",
         &format!(

@@ -10,7 +10,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use common::money::{ledger, paid_config, paid_route, rows, Admin};
-use common::peers::{mcp2_python, peers_python, run_script, Peer};
+use common::peers::{mcp2_python, peers_python, run_json, Peer};
 use common::secrets::token;
 use common::wait::states;
 use common::{client, full, status_and_json, Proxy, Upstream, DEADLINE};
@@ -244,14 +244,11 @@ async fn the_a2a_sdks_client_gets_an_mcp_tools_answer_as_its_tasks_artifact() {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let ran = tokio::task::spawn_blocking(move || {
-        run_script(&peers_python(), "a2a_client.py", &args, DEADLINE)
+    let out = tokio::task::spawn_blocking(move || {
+        run_json(&peers_python(), "a2a_client.py", &args, DEADLINE)
     })
     .await
     .expect("the A2A client ran");
-    let out: Value = serde_json::from_str(ran.stdout.trim())
-        .unwrap_or_else(|_| panic!("{}\n{}", ran.stdout, ran.stderr));
-    assert!(ran.status.success(), "{out}\n{}", ran.stderr);
     assert_eq!(out["final_state"], "TASK_STATE_COMPLETED", "{out}");
     // echo takes `text`: the message's text went there, and came back.
     assert_eq!(out["artifact_text"], "hello over mcp", "{out}");
@@ -437,15 +434,7 @@ async fn payments_py(url: String, subject: &str, query: &str, additional: Value)
         additional.to_string(),
     ];
     tokio::task::spawn_blocking(move || {
-        let ran = run_script(&peers_python(), "nevermined_client.py", &args, DEADLINE * 3);
-        assert!(
-            ran.status.success(),
-            "nevermined_client.py failed: {}\n{}",
-            ran.stdout,
-            ran.stderr
-        );
-        serde_json::from_str(ran.stdout.trim())
-            .unwrap_or_else(|e| panic!("not one JSON report ({e}): {}\n{}", ran.stdout, ran.stderr))
+        run_json(&peers_python(), "nevermined_client.py", &args, DEADLINE * 3)
     })
     .await
     .expect("the driver's thread")

@@ -19,7 +19,7 @@ mod common;
 
 use std::path::Path;
 
-use common::peers::{mcp1_python, mcp2_python, run_script, Peer};
+use common::peers::{mcp1_python, mcp2_python, run_json, Peer};
 use common::DEADLINE;
 use serde_json::{json, Value};
 
@@ -36,19 +36,7 @@ const SERVER1_PATH: &str = "/mcp/";
 fn client(python: &Path, script: &str, url: &str, args: &[&str]) -> Value {
     let mut all: Vec<String> = vec!["--url".into(), url.into(), "--timeout".into(), "15".into()];
     all.extend(args.iter().map(|s| s.to_string()));
-    let ran = run_script(python, script, &all, DEADLINE);
-    assert!(
-        ran.status.success(),
-        "{script} {all:?} broke: {}\n{}",
-        ran.status,
-        ran.stderr
-    );
-    serde_json::from_str(ran.stdout.trim()).unwrap_or_else(|e| {
-        panic!(
-            "{script} {all:?} printed no JSON object ({e}): {}\nstderr:\n{}",
-            ran.stdout, ran.stderr
-        )
-    })
+    run_json(python, script, &all, DEADLINE)
 }
 
 fn server2(extra: &[&str]) -> (Peer, String) {

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::money::{paid_config, paid_route, Admin};
-use common::peers::{mcp1_python, mcp2_python, peers_python, run_script, Peer};
+use common::peers::{masumi_agent, mcp1_python, mcp2_python, peers_python, run_json, Peer};
 use common::secrets::token;
 use common::{sample_agent, Proxy, DEADLINE};
 use serde_json::{json, Value};
@@ -46,25 +46,7 @@ async fn world() -> World {
     let python = tokio::task::spawn_blocking(peers_python).await.unwrap();
     let peers = tokio::task::spawn_blocking(move || {
         let standin = Peer::start(&python, "payment_standin.py", &[], &[]);
-        let masumi = Peer::start(
-            &python,
-            "masumi_agent.py",
-            &[],
-            &[
-                (
-                    "PAYMENT_SERVICE_URL",
-                    format!("http://127.0.0.1:{}/api/v1", standin.port),
-                ),
-                ("PAYMENT_API_KEY", "testkey".to_string()),
-                ("SELLER_VKEY", "seller_vkey_hex_0123".to_string()),
-                (
-                    "AGENT_IDENTIFIER",
-                    "agent_policyid_plus_assetname_0000000000000000000000000000000000".to_string(),
-                ),
-                ("NETWORK", "Preprod".to_string()),
-                ("PEER_PAYMENT_POLL_SECONDS", "0.2".to_string()),
-            ],
-        );
+        let masumi = masumi_agent(&python, standin.port);
         let work = format!("{}", WORK.as_secs_f64());
         let a2a = Peer::start(
             &python,
@@ -133,22 +115,9 @@ impl World {
             all.extend(["--token".to_string(), token(s)]);
         }
         all.extend(args.iter().map(|s| s.to_string()));
-        let shown = all.join(" ");
-        let ran = tokio::task::spawn_blocking(move || run_script(&python, script, &all, DEADLINE))
+        tokio::task::spawn_blocking(move || run_json(&python, script, &all, DEADLINE))
             .await
-            .unwrap();
-        assert!(
-            ran.status.success(),
-            "{script} {shown} broke: {}\n{}",
-            ran.status,
-            ran.stderr
-        );
-        serde_json::from_str(ran.stdout.trim()).unwrap_or_else(|e| {
-            panic!(
-                "{script} printed no JSON object ({e}): {}\n{}",
-                ran.stdout, ran.stderr
-            )
-        })
+            .unwrap()
     }
 }
 

@@ -7,7 +7,7 @@
 mod common;
 
 use common::money::{paid_config, paid_route, Admin};
-use common::peers::{peers_python, run_script, Peer};
+use common::peers::{masumi_agent, peers_python, run_json, Peer};
 use common::secrets::token;
 use common::{Proxy, DEADLINE};
 use serde_json::{json, Value};
@@ -25,25 +25,7 @@ struct World {
 fn world() -> World {
     let python = peers_python();
     let standin = Peer::start(&python, "payment_standin.py", &[], &[]);
-    let agent = Peer::start(
-        &python,
-        "masumi_agent.py",
-        &[],
-        &[
-            (
-                "PAYMENT_SERVICE_URL",
-                format!("http://127.0.0.1:{}/api/v1", standin.port),
-            ),
-            ("PAYMENT_API_KEY", "testkey".to_string()),
-            ("SELLER_VKEY", "seller_vkey_hex_0123".to_string()),
-            (
-                "AGENT_IDENTIFIER",
-                "agent_policyid_plus_assetname_0000000000000000000000000000000000".to_string(),
-            ),
-            ("NETWORK", "Preprod".to_string()),
-            ("PEER_PAYMENT_POLL_SECONDS", "0.2".to_string()),
-        ],
-    );
+    let agent = masumi_agent(&python, standin.port);
     let rest = format!(
         "[[upstreams]]\nname = \"masumi\"\naddress = \"127.0.0.1:{}\"\nread_timeout = \"10s\"\n{}",
         agent.port,
@@ -68,15 +50,7 @@ async fn drive(url: String, key: String) -> Value {
             "--did".to_string(),
             DID.to_string(),
         ];
-        let ran = run_script(&peers_python(), "nevermined_client.py", &args, DEADLINE * 3);
-        assert!(
-            ran.status.success(),
-            "nevermined_client.py failed: {}\n{}",
-            ran.stdout,
-            ran.stderr
-        );
-        serde_json::from_str(ran.stdout.trim())
-            .unwrap_or_else(|e| panic!("not one JSON report ({e}): {}\n{}", ran.stdout, ran.stderr))
+        run_json(&peers_python(), "nevermined_client.py", &args, DEADLINE * 3)
     })
     .await
     .expect("the driver's thread")

@@ -223,3 +223,52 @@ pub fn run_script(python: &Path, script: &str, args: &[String], deadline: Durati
         stderr: err.join().unwrap_or_default(),
     }
 }
+
+/// Runs a one-shot peer that prints one JSON object ([`run_script`]) and returns that object;
+/// panics, with its output, if it fails or prints anything else.
+pub fn run_json(
+    python: &Path,
+    script: &str,
+    args: &[String],
+    deadline: Duration,
+) -> serde_json::Value {
+    let ran = run_script(python, script, args, deadline);
+    assert!(
+        ran.status.success(),
+        "{script} {args:?} failed: {}\n{}\n{}",
+        ran.status,
+        ran.stdout,
+        ran.stderr
+    );
+    serde_json::from_str(ran.stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "{script} {args:?} printed no JSON object ({e}): {}\nstderr:\n{}",
+            ran.stdout, ran.stderr
+        )
+    })
+}
+
+/// The masumi 1.2.0 agent (`masumi_agent.py`) with the payment-service stand-in it waits on at
+/// `standin_port`, polling it every 0.2 s. Blocking.
+pub fn masumi_agent(python: &Path, standin_port: u16) -> Peer {
+    Peer::start(
+        python,
+        "masumi_agent.py",
+        &[],
+        &[
+            (
+                "PAYMENT_SERVICE_URL",
+                format!("http://127.0.0.1:{standin_port}/api/v1"),
+            ),
+            ("PAYMENT_API_KEY", "testkey".to_string()),
+            ("SELLER_VKEY", "seller_vkey_hex_0123".to_string()),
+            (
+                "AGENT_IDENTIFIER",
+                "agent_policyid_plus_assetname_0000000000000000000000000000000000".to_string(),
+            ),
+            ("NETWORK", "Preprod".to_string()),
+            // masumi polls the payment node every 10 s; the peer shortens that for tests.
+            ("PEER_PAYMENT_POLL_SECONDS", "0.2".to_string()),
+        ],
+    )
+}
