@@ -1,16 +1,18 @@
 //! MCP as a back: routes whose upstream is an MCP server (Streamable HTTP, the 2025-11-25 era)
 //! and whose `vars.mcp.tool` names one tool, reached from other fronts.
 //!
-//! The server is the official Python SDK's (`tests/peers/mcp_server2.py`, mcp 2.3.0: `slow`,
-//! `fail`, `echo`), except where a test needs the server to do something on cue (a session that
-//! expires between two calls): a scripted stand-in then plays the server's part on the wire.
+//! The server is the official Python SDK's: `tests/peers/mcp_server2.py` (mcp 2.3.0, no Tasks:
+//! each task one blocking call; `slow`, `fail`, `echo`) and `tests/peers/mcp_server1.py` (mcp
+//! 1.30.0 with Tasks: each task an MCP task, polled; `slow`, `fail`, and the ids its tasks/cancel
+//! saw), except where a test needs the server to do something on cue (a session that expires
+//! between two calls): a scripted stand-in then plays the server's part on the wire.
 
 mod common;
 
 use std::sync::{Arc, Mutex};
 
 use common::money::{ledger, paid_config, paid_route, rows, Admin};
-use common::peers::{mcp2_python, peers_python, run_json, Peer};
+use common::peers::{mcp1_python, mcp2_python, peers_python, run_json, Peer};
 use common::secrets::token;
 use common::wait::states;
 use common::{client, full, status_and_json, Proxy, Upstream, DEADLINE};
@@ -91,31 +93,82 @@ async fn poll(
     .await
 }
 
+/// A Nevermined client's task on route `/nv` as `subject`, followed until it ends: every status
+/// seen, the last body.
+async fn nevermined_task(
+    http: &reqwest::Client,
+    proxy: &Proxy,
+    subject: &str,
+    body: Value,
+) -> (Vec<String>, Value) {
+    let tasks = format!("/nv/api/v1/agents/{DID}/tasks");
+    let (status, created) = call(
+        http,
+        proxy,
+        reqwest::Method::POST,
+        &tasks,
+        subject,
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["task"]["task_id"].as_str().expect("a task id");
+    let path = format!("{tasks}/{id}");
+    poll(
+        http,
+        proxy,
+        &path,
+        subject,
+        "/task/task_status",
+        &["Completed", "Failed"],
+    )
+    .await
+}
+
+/// A MIP-003 client's job on route `/mip` with `input_data`, as `subject`, followed until it
+/// ends: its last status body.
+async fn mip003_job(
+    http: &reqwest::Client,
+    proxy: &Proxy,
+    subject: &str,
+    input_data: Value,
+) -> Value {
+    let body = json!({"identifier_from_purchaser": "a1b2c3d4e5f6a7b8", "input_data": input_data});
+    let (status, started) = call(
+        http,
+        proxy,
+        reqwest::Method::POST,
+        "/mip/start_job",
+        subject,
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, 200, "{started}");
+    let job = started["job_id"].as_str().expect("a job id");
+    let path = format!("/mip/status?job_id={job}");
+    let (_, done) = poll(
+        http,
+        proxy,
+        &path,
+        subject,
+        "/status",
+        &["completed", "failed"],
+    )
+    .await;
+    done
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nevermined_task_over_an_mcp_tool_completes_with_its_text_and_pays_one_credit() {
     let server = sdk_server().await;
     let proxy = Proxy::start(&routes(server.port, &[("nv", "nevermined", "slow")]));
     let (admin, http) = (Admin::new(&proxy), client());
     admin.grant("nv-user", 10).await;
-    let tasks = format!("/nv/api/v1/agents/{DID}/tasks");
-    let (status, created) = call(
+    let (seen, done) = nevermined_task(
         &http,
         &proxy,
-        reqwest::Method::POST,
-        &tasks,
         "nv-user",
-        Some(json!({"input_query": "two steps please", "input_additional": {"n": 2}})),
-    )
-    .await;
-    assert_eq!(status, 201, "{created}");
-    let id = created["task"]["task_id"].as_str().expect("a task id");
-    let (seen, done) = poll(
-        &http,
-        &proxy,
-        &format!("{tasks}/{id}"),
-        "nv-user",
-        "/task/task_status",
-        &["Completed", "Failed"],
+        json!({"input_query": "two steps please", "input_additional": {"n": 2}}),
     )
     .await;
     assert_eq!(done["task"]["task_status"], "Completed", "{seen:?} {done}");
@@ -145,26 +198,7 @@ async fn a_mip003_job_over_a_failing_mcp_tool_fails_with_the_tools_words_and_cos
     ));
     let (admin, http) = (Admin::new(&proxy), client());
     admin.grant("mip-user", 10).await;
-    let (status, started) = call(
-        &http,
-        &proxy,
-        reqwest::Method::POST,
-        "/mip/start_job",
-        "mip-user",
-        Some(json!({"identifier_from_purchaser": "a1b2c3d4e5f6a7b8", "input_data": {}})),
-    )
-    .await;
-    assert_eq!(status, 200, "{started}");
-    let job = started["job_id"].as_str().expect("a job id");
-    let (_, done) = poll(
-        &http,
-        &proxy,
-        &format!("/mip/status?job_id={job}"),
-        "mip-user",
-        "/status",
-        &["completed", "failed"],
-    )
-    .await;
+    let done = mip003_job(&http, &proxy, "mip-user", json!({})).await;
     assert_eq!(done["status"], "failed", "{done}");
     let message = done["message"].as_str().unwrap_or_default();
     assert!(
@@ -261,26 +295,7 @@ async fn a_server_answering_in_json_rather_than_events_is_read_the_same() {
     let proxy = Proxy::start(&routes(server.port, &[("mip", "mip003", "echo")]));
     let (admin, http) = (Admin::new(&proxy), client());
     admin.grant("json-user", 10).await;
-    let (status, started) = call(
-        &http,
-        &proxy,
-        reqwest::Method::POST,
-        "/mip/start_job",
-        "json-user",
-        Some(json!({"identifier_from_purchaser": "a1b2c3d4e5f6a7b8", "input_data": {"text": "in json"}})),
-    )
-    .await;
-    assert_eq!(status, 200, "{started}");
-    let job = started["job_id"].as_str().expect("a job id");
-    let (_, done) = poll(
-        &http,
-        &proxy,
-        &format!("/mip/status?job_id={job}"),
-        "json-user",
-        "/status",
-        &["completed", "failed"],
-    )
-    .await;
+    let done = mip003_job(&http, &proxy, "json-user", json!({"text": "in json"})).await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["result"], "in json", "{done}");
     admin.charged("json-user", 10, 1).await;
@@ -374,25 +389,11 @@ async fn an_expired_mcp_session_is_made_anew_and_the_call_made_once_more() {
     let proxy = Proxy::start(&routes(server.addr.port(), &[("nv", "nevermined", "echo")]));
     let (admin, http) = (Admin::new(&proxy), client());
     admin.grant("nv-user", 10).await;
-    let tasks = format!("/nv/api/v1/agents/{DID}/tasks");
-    let (status, created) = call(
+    let (_, done) = nevermined_task(
         &http,
         &proxy,
-        reqwest::Method::POST,
-        &tasks,
         "nv-user",
-        Some(json!({"input_query": "hello again"})),
-    )
-    .await;
-    assert_eq!(status, 201, "{created}");
-    let id = created["task"]["task_id"].as_str().expect("a task id");
-    let (_, done) = poll(
-        &http,
-        &proxy,
-        &format!("{tasks}/{id}"),
-        "nv-user",
-        "/task/task_status",
-        &["Completed", "Failed"],
+        json!({"input_query": "hello again"}),
     )
     .await;
     // The tool takes `text`: the task's text went there.
@@ -466,4 +467,157 @@ async fn payments_py_reaches_an_mcp_tool_as_a_nevermined_agent_completed_or_fail
         "{out}"
     );
     admin.charged("py-user", 10, 1).await;
+}
+
+// ---- Tasks: a server that offers task-augmented calls (mcp 1.30.0, `tests/peers/mcp_server1.py`)
+
+/// The 1.30.0 server with Tasks, `slow` working `work` seconds in all.
+async fn tasks_server(work: &'static str) -> Peer {
+    tokio::task::spawn_blocking(move || {
+        Peer::start(&mcp1_python(), "mcp_server1.py", &["--work", work], &[])
+    })
+    .await
+    .expect("the MCP server started")
+}
+
+/// A paid route `name` from `front` to the tool `tool` of the server with Tasks at `port`, whose
+/// exchanges may last at most 1 s (each of a task's calls; the task itself may last longer).
+fn task_routes(port: u16, list: &[(&str, &str, &str)]) -> String {
+    let mut rest = format!(
+        "[[upstreams]]\nname = \"mcp\"\naddress = \"127.0.0.1:{port}\"\nread_timeout = \"1s\"\ntotal_timeout = \"1s\"\n"
+    );
+    for (name, front, tool) in list {
+        rest.push_str(&paid_route(
+            name,
+            &format!("/{name}"),
+            "mcp",
+            front,
+            "mcp",
+            // The SDK's Starlette mount serves at /mcp/ (MCP.md §12).
+            &format!(
+                "sync_timeout = \"10s\"\nvars.mcp = {{ tool = \"{tool}\", endpoint = \"/mcp/\" }}\n"
+            ),
+        ));
+    }
+    paid_config(&rest)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_run_as_an_mcp_task_outlasts_the_upstreams_timeout_and_completes_polled() {
+    // 2 s of work against exchanges of at most 1 s: a blocking tools/call would time out (504);
+    // a task-augmented one answers at once and tasks/get follows it.
+    let server = tasks_server("2").await;
+    let proxy = Proxy::start(&task_routes(server.port, &[("nv", "nevermined", "slow")]));
+    let (admin, http) = (Admin::new(&proxy), client());
+    admin.grant("nv-user", 10).await;
+    let (seen, done) = nevermined_task(
+        &http,
+        &proxy,
+        "nv-user",
+        json!({"input_query": "four steps", "input_additional": {"n": 4}}),
+    )
+    .await;
+    assert_eq!(done["task"]["task_status"], "Completed", "{seen:?} {done}");
+    assert!(seen.contains(&"In_Progress".to_string()), "{seen:?}");
+    // tasks/result's CallToolResult, fetched once tasks/get said completed.
+    assert_eq!(done["task"]["output"], "done 4", "{done}");
+    admin.charged("nv-user", 10, 1).await;
+    assert_eq!(
+        ledger(&admin, "nv-user").await,
+        rows(&[("grant", 10), ("hold", 1), ("capture", 1), ("release", 0)])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_mcp_task_and_arguments_the_server_refuses_fail_and_cost_nothing() {
+    let server = tasks_server("0.4").await;
+    let proxy = Proxy::start(&task_routes(
+        server.port,
+        &[("mip", "mip003", "fail"), ("nv", "nevermined", "slow")],
+    ));
+    let (admin, http) = (Admin::new(&proxy), client());
+    admin.grant("mip-user", 10).await;
+    let done = mip003_job(&http, &proxy, "mip-user", json!({"text": "that"})).await;
+    assert_eq!(done["status"], "failed", "{done}");
+    // The task's statusMessage (its work raised), as tasks/get said it.
+    assert_eq!(done["message"], "cannot do 'that'", "{done}");
+    admin.charged("mip-user", 10, 0).await;
+    assert_eq!(
+        ledger(&admin, "mip-user").await,
+        rows(&[("grant", 10), ("hold", 1), ("release", 1)])
+    );
+
+    // Arguments the tool's schema refuses: the server answers the task-augmented call with a
+    // failed result and makes no task; the task fails with its words.
+    admin.grant("nv-user", 10).await;
+    let (seen, done) = nevermined_task(
+        &http,
+        &proxy,
+        "nv-user",
+        json!({"input_query": "q", "input_additional": {"n": "many"}}),
+    )
+    .await;
+    assert_eq!(done["task"]["task_status"], "Failed", "{seen:?} {done}");
+    admin.charged("nv-user", 10, 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_task_run_as_an_mcp_task_cancels_it_on_the_server() {
+    let server = tasks_server("30").await;
+    let proxy = Proxy::start(&task_routes(server.port, &[("a2a", "a2a", "slow")]));
+    let (admin, http) = (Admin::new(&proxy), client());
+    admin.grant("a2a-user", 10).await;
+    let rpc = |method: &str, params: Value| json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let send = rpc(
+        "message/send",
+        json!({
+            "message": {"role": "user", "messageId": "m-1", "parts": [{"kind": "data", "data": {"n": 30}}]},
+            "configuration": {"blocking": false},
+        }),
+    );
+    let (status, sent) = call(
+        &http,
+        &proxy,
+        reqwest::Method::POST,
+        "/a2a/",
+        "a2a-user",
+        Some(send),
+    )
+    .await;
+    assert_eq!(status, 200, "{sent}");
+    assert_eq!(sent["result"]["status"]["state"], "working", "{sent}");
+    let id = sent["result"]["id"]
+        .as_str()
+        .expect("a task id")
+        .to_string();
+    let cancel = rpc("tasks/cancel", json!({"id": id}));
+    let (status, cancelled) = call(
+        &http,
+        &proxy,
+        reqwest::Method::POST,
+        "/a2a/",
+        "a2a-user",
+        Some(cancel),
+    )
+    .await;
+    assert_eq!(status, 200, "{cancelled}");
+    assert_eq!(
+        cancelled["result"]["status"]["state"], "canceled",
+        "{cancelled}"
+    );
+    // The server was told: its tasks/cancel saw one task (the server's own id for it).
+    let seen: Value = reqwest::get(format!("http://127.0.0.1:{}/cancelled", server.port))
+        .await
+        .expect("the server's list of cancelled tasks")
+        .json()
+        .await
+        .expect("JSON");
+    let ids = seen.as_array().expect("an array");
+    assert_eq!(ids.len(), 1, "{seen}");
+    assert!(ids[0].as_str().is_some_and(|s| s.contains(':')), "{seen}");
+    admin.charged("a2a-user", 10, 0).await;
+    assert_eq!(
+        ledger(&admin, "a2a-user").await,
+        rows(&[("grant", 10), ("hold", 1), ("release", 1)])
+    );
 }

@@ -137,6 +137,30 @@ impl World {
         answer(req.send().await.expect("a response")).await
     }
 
+    /// A legacy `initialize` at `prefix` as `subject`, declaring `capabilities`: the session id
+    /// it is given.
+    async fn initialize(&self, prefix: &str, subject: &str, capabilities: Value) -> String {
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": capabilities,
+            "clientInfo": {"name": "t", "version": "1"}}});
+        let r = self
+            .http
+            .post(self.proxy.url(prefix))
+            .bearer_auth(token(subject))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(init.to_string())
+            .send()
+            .await
+            .expect("an answer to initialize");
+        assert_eq!(r.status(), 200);
+        r.headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .expect("a session id")
+            .to_string()
+    }
+
     async fn call(&self, prefix: &str, subject: &str, id: u64, tool: &str, args: Value) -> Answer {
         let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": tool, "arguments": args, "_meta": {"progressToken": id}}});
@@ -622,6 +646,112 @@ async fn mcp_call_past_sync_timeout_names_the_task_and_helper_tools_follow_or_ca
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_tasks_result_sends_the_tasks_status_as_it_changes_then_its_result() {
+    let w = world().await;
+    let subject = "mcp-task-status";
+    w.admin.grant(subject, 5).await;
+    // A task-augmented call (2025-11-25 Tasks) answers at once with the task.
+    let body = json!({"jsonrpc": "2.0", "id": 20, "method": "tools/call",
+        "params": {"name": "slow_upper", "arguments": {"text": "later"}, "task": {"ttl": 60000}}});
+    let a = w.post("/slow", Some(subject), &body.to_string(), &[]).await;
+    let task = a.last()["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a CreateTaskResult: {a:?}"))
+        .to_string();
+    // tasks/result, asked while it works: the status the task is in, then its result.
+    let body = json!({"jsonrpc": "2.0", "id": 21, "method": "tasks/result",
+        "params": {"taskId": task}});
+    let a = w.post("/slow", Some(subject), &body.to_string(), &[]).await;
+    let (notes, last) = a.messages.split_at(a.messages.len() - 1);
+    assert!(!notes.is_empty(), "{a:?}");
+    for n in notes {
+        assert_eq!(n["method"], "notifications/tasks/status", "{a:?}");
+        assert_eq!(n["params"]["taskId"], task.as_str(), "{a:?}");
+        assert!(n.get("id").is_none(), "a notification has no id: {a:?}");
+    }
+    assert_eq!(notes[0]["params"]["status"], "working", "{a:?}");
+    assert_eq!(last[0]["id"], 21, "{a:?}");
+    assert_eq!(text_of(&last[0]["result"]), "LATER", "{a:?}");
+    assert_eq!(
+        last[0]["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        task.as_str()
+    );
+    w.admin.charged(subject, 5, 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_get_stream_of_a_session_sends_its_callers_task_statuses_as_they_change() {
+    let w = world().await;
+    let (subject, other) = ("mcp-get-stream", "mcp-get-other");
+    w.admin.grant(subject, 5).await;
+    w.admin.grant(other, 5).await;
+    let session = w.initialize("/slow", subject, json!({})).await;
+    let get = |who: &str| {
+        w.http
+            .get(w.proxy.url("/slow"))
+            .bearer_auth(token(who))
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", "2025-11-25")
+    };
+    // Another caller's GET with this session: the session is unknown to them.
+    let r = get(other).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    let mut stream = get(subject).send().await.unwrap();
+    assert_eq!(stream.status(), 200);
+    assert_eq!(
+        stream
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("text/event-stream")
+    );
+    // Two tasks start after the stream opened: the caller's, and another caller's.
+    let start = |who: &'static str, id: u64| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "slow_upper", "arguments": {"text": who}, "task": {"ttl": 60000}}});
+        let w = &w;
+        async move {
+            let a = w.post("/slow", Some(who), &body.to_string(), &[]).await;
+            a.last()["result"]["task"]["taskId"]
+                .as_str()
+                .unwrap_or_else(|| panic!("a CreateTaskResult: {a:?}"))
+                .to_string()
+        }
+    };
+    let mine = start(subject, 1).await;
+    let theirs = start(other, 2).await;
+    // The stream says how the caller's task changes, until it has completed.
+    let deadline = tokio::time::Instant::now() + common::DEADLINE;
+    let (mut buffer, mut notes) = (String::new(), Vec::<Value>::new());
+    while !notes.iter().any(|n| n["params"]["status"] == "completed") {
+        let chunk = tokio::time::timeout_at(deadline, stream.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("the task's completion on the GET stream: {notes:?}"))
+            .expect("the stream goes on")
+            .expect("the stream is open");
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buffer.find("\n\n") {
+            let event: String = buffer.drain(..end + 2).collect();
+            if let Some(data) = event.trim_end().strip_prefix("data: ") {
+                notes.push(serde_json::from_str(data).expect("an event is JSON"));
+            }
+        }
+    }
+    for n in &notes {
+        assert_eq!(n["method"], "notifications/tasks/status", "{notes:?}");
+        assert_eq!(
+            n["params"]["taskId"],
+            mine.as_str(),
+            "only the caller's: {notes:?}"
+        );
+    }
+    assert_ne!(mine, theirs);
+    assert_eq!(notes[0]["params"]["status"], "working", "{notes:?}");
+    w.admin.charged(subject, 5, 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_stream_sends_a_heartbeat_while_the_task_does_not_change() {
     let w = world().await;
     let subject = "mcp-tick";
@@ -648,23 +778,9 @@ async fn mcp_stream_sends_a_heartbeat_while_the_task_does_not_change() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_sessions_are_sealed_bound_to_their_caller_and_a_forged_state_is_refused() {
     let w = world().await;
-    let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}"#;
-    let r = w
-        .http
-        .post(w.proxy.url("/mcp"))
-        .bearer_auth(token("mcp-session"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(init)
-        .send()
-        .await
-        .unwrap();
-    let session = r
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .expect("a session id")
-        .to_string();
+    let session = w
+        .initialize("/mcp", "mcp-session", json!({"elicitation": {}}))
+        .await;
     assert!(session.chars().all(|c| c.is_ascii_graphic()), "{session}");
     let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
     let with = |s: &str| [("mcp-session-id", s.to_string())];

@@ -8,7 +8,7 @@
 //! | `tests/peers/mcp_client2.py` | mcp 2.3.0 `Client` | client, both eras (`--mode legacy\|auto\|2026-07-28`) |
 //! | `tests/peers/mcp_server2.py` | mcp 2.3.0 `MCPServer` | server, both eras: `slow`, `fail`, `echo`, `ask` |
 //! | `tests/peers/mcp_client1.py` | mcp 1.30.0 `ClientSession` | client, initialize era, experimental Tasks |
-//! | `tests/peers/mcp_server1.py` | mcp 1.30.0 lowlevel `Server` | server with Tasks: `slow`, `ask` |
+//! | `tests/peers/mcp_server1.py` | mcp 1.30.0 lowlevel `Server` | server with Tasks: `slow`, `ask`, `fail`; `GET /cancelled` |
 //!
 //! Each client prints one JSON object (its docstring has the shape): the negotiated version, the
 //! tools, the call's result, the progress and elicitation requests seen, the task statuses seen,
@@ -204,7 +204,7 @@ fn sdk1_client_runs_a_tool_as_a_task_polled_to_completed() {
     assert_eq!(out["error"], Value::Null, "{out}");
     assert_eq!(out["protocol_version"], "2025-11-25", "{out}");
     assert_eq!(out["server_name"], "peer", "{out}");
-    assert_eq!(tool_names(&out), ["slow", "ask"], "{out}");
+    assert_eq!(tool_names(&out), ["slow", "ask", "fail"], "{out}");
     assert_eq!(
         out["tools"][0]["execution"],
         json!({"taskSupport": "optional"})

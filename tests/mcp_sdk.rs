@@ -300,6 +300,8 @@ async fn sdk1_client_calls_plainly_and_as_a_task_polled_to_completion_and_lists_
                     tool,
                     "--args",
                     r#"{"text":"as a task"}"#,
+                    "--await-status",
+                    "10",
                     "--list-tasks",
                 ],
             )
@@ -325,6 +327,16 @@ async fn sdk1_client_calls_plainly_and_as_a_task_polled_to_completion_and_lists_
         );
         assert_eq!(out["result"]["isError"], false, "{out}");
         assert_eq!(text(&out), "AS A TASK", "{out}");
+        // The session's GET stream told the SDK how the task went; its ending among it.
+        let notes = out["status_notes"].as_array().unwrap();
+        assert!(
+            notes.iter().all(|n| n["taskId"] == out["task_id"]),
+            "{prefix}: {out}"
+        );
+        assert!(
+            notes.iter().any(|n| n["status"] == "completed"),
+            "{prefix}: {out}"
+        );
         // The list holds this subject's tasks on this route only.
         let listed = out["listed"].as_array().unwrap();
         assert!(listed.contains(&out["task_id"]), "{out}");

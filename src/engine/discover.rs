@@ -91,6 +91,13 @@ impl Engine {
                 doc: &Canonical::empty(),
                 discovered: &found,
             };
+            if next
+                .when
+                .as_ref()
+                .is_some_and(|w| !dialect::holds(w, &view, &t.back_ctx()))
+            {
+                continue;
+            }
             let seed = Decoded::from(serde_json::json!({ "discovered": found.clone() }));
             let call = super::translation::call_of(next);
             match self.call_once(t, call, &view, seed, cx, &mut false).await {
@@ -351,6 +358,42 @@ response = [{ header = "Session", field = "discovered.session" }]
     }
 
     #[test]
+    fn a_call_after_another_may_hold_a_condition_on_what_was_read() {
+        let text = r#"
+dialect = "d"
+[operations.get]
+operation = "get_task"
+side = "back"
+method = "POST"
+path = "/"
+then = ["result"]
+[calls.result]
+when = "task.status == 'completed'"
+method = "POST"
+path = "/"
+"#;
+        let m = mapping(text);
+        let vars = m.vars.clone();
+        let ctx = mapping::dialect::Context {
+            mapping: &m,
+            vars: &vars,
+            seal_key: &[],
+        };
+        let get = m
+            .op(mapping::task::Operation::GetTask)
+            .expect("the get form");
+        let call = super::super::translation::call_of(&get.then[0]);
+        let when = call.when.expect("the call's condition");
+        let done = serde_json::json!({"task": {"status": "completed"}});
+        let working = serde_json::json!({"task": {"status": "running"}});
+        assert!(dialect::holds(when, &done, &ctx));
+        assert!(!dialect::holds(when, &working, &ctx));
+        let e = mapping::dialect::compile::parse(&text.replace("== 'completed'", "=="), "test")
+            .unwrap_err();
+        assert!(e.to_string().contains("calls.result.when"), "{e}");
+    }
+
+    #[test]
     fn a_bad_ttl_is_reported() {
         let e = mapping::dialect::compile::parse(
             "dialect = \"d\"\n[discover]\nttl = \"soon\"\n",
@@ -425,10 +468,19 @@ response = [{ header = "Session", field = "discovered.session" }]
             let read = dialect::decode(&d.call.response, &reply, &ctx).unwrap();
             assert_eq!(
                 read["discovered"],
-                json!({"session": "abc", "version": "2025-06-18"}),
+                json!({"session": "abc", "version": "2025-06-18", "tasks": false}),
                 "{answer}"
             );
         }
+        // A server that takes task-augmented tool calls says so in its capabilities.
+        let tasks = json!({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25",
+            "capabilities": {"tasks": {"requests": {"tools": {"call": {}}}}}}});
+        let reply = Message {
+            body: Some(tasks),
+            ..Message::default()
+        };
+        let read = dialect::decode(&d.call.response, &reply, &ctx).unwrap();
+        assert_eq!(read["discovered"]["tasks"], true);
         // The calls after it carry the session.
         let found = json!({"session": "abc", "version": "2025-06-18"});
         let view = WithDiscovered {

@@ -53,7 +53,7 @@ use mapping::dialect::doc::text_of;
 use mapping::dialect::mapping::{Op, Rules};
 use mapping::dialect::template::{parse_query, render_query};
 use mapping::dialect::{self, Canonical, CodecError, Context, Decoded, Doc, Mapping, Message};
-use mapping::task::Operation;
+use mapping::task::{Operation, Task};
 use store::TaskStore;
 
 /// A translated route, ready to run.
@@ -110,11 +110,23 @@ impl Translated {
         }
     }
 
-    /// Whether the back answers only when done (a synchronous call per task): such a back is
-    /// never polled; its answer is stored when it comes.
-    pub fn sync_back(&self) -> bool {
-        self.back
-            .op(Operation::CreateTask)
+    /// The back's create form `task` was started with (recorded on it when the back has
+    /// several), else its first.
+    pub fn create_form(&self, task: &Task) -> Option<&Op> {
+        task.back_form
+            .as_ref()
+            .and_then(|key| {
+                self.back
+                    .forms(Operation::CreateTask)
+                    .find(|o| o.key == *key)
+            })
+            .or_else(|| self.back.op(Operation::CreateTask))
+    }
+
+    /// Whether the back answers `task` only when done (one synchronous call): such a task is
+    /// never polled; the answer is stored when it comes.
+    pub fn sync_task(&self, task: &Task) -> bool {
+        self.create_form(task)
             .is_some_and(|o| o.returns == mapping::dialect::mapping::Returns::Result)
     }
 
@@ -290,6 +302,9 @@ impl Engine {
                 return reply(fop, &view, &t.front_ctx());
             }
         }
+        // A search's stream follows what the search found.
+        let feed = (fop.stream.is_some() && fop.op == Operation::SearchTasks)
+            .then(|| ops::search_query(t, &doc, cx.identity).0);
         let out = match fop.op {
             Operation::CreateTask => self.create(t, fop, doc, cx).await?,
             Operation::GetTask | Operation::ListSteps => self.get(t, &doc, cx).await?,
@@ -333,14 +348,17 @@ impl Engine {
             out = out.with_charge(cx.spent.charged);
         }
         if fop.stream.is_some() {
-            let task_id = out.task_id().ok_or_else(|| {
-                ProxyError::Internal(format!("the `{}` stream has no task", fop.key))
-            })?;
             // The form's header rules apply to the stream's answer (`X-Accel-Buffering: no`).
             let mut headers = translation::render_answer(fop, &out, &t.front_ctx())?.headers;
             headers.retain(|(k, _)| !k.eq_ignore_ascii_case("content-type"));
             headers.push(("content-type".to_string(), "text/event-stream".to_string()));
-            let events = stream::start(self.clone(), t.clone(), fop, task_id, out, cx);
+            let target = match feed {
+                Some(query) => stream::Target::Search(query),
+                None => stream::Target::Task(out.task_id().ok_or_else(|| {
+                    ProxyError::Internal(format!("the `{}` stream has no task", fop.key))
+                })?),
+            };
+            let events = stream::start(self.clone(), t.clone(), fop, target, out, cx);
             return Ok(FrontResponse {
                 status: fop.status,
                 headers,
@@ -430,12 +448,47 @@ impl Engine {
             return Ok(answer);
         }
         let mut running = Decoded::from(doc.to_value());
+        let ctx = t.back_ctx();
         for next in calls {
             running.merge(&answer);
+            if next
+                .when
+                .is_some_and(|w| !dialect::holds(w, &running, &ctx))
+            {
+                continue;
+            }
             // Each answer is read onto the ones before, so its rules can see them.
             answer = self.call_once(t, next, &running, answer, cx, moved).await?;
         }
         Ok(answer)
+    }
+
+    /// The create form for `task`: of several, the first whose `when` holds with what the
+    /// back's discovery says in view. Chosen before the task is stored, since it decides how
+    /// the task is followed; `create` records it on the task.
+    async fn choose_create<'m>(
+        &self,
+        t: &'m Translated,
+        task: &Task,
+        cx: &mut Cx<'_>,
+    ) -> Result<&'m Op, ProxyError> {
+        let unsupported = || ProxyError::Unsupported {
+            operation: Operation::CreateTask.name().to_string(),
+        };
+        if t.back.forms(Operation::CreateTask).nth(1).is_none() {
+            return t.back.op(Operation::CreateTask).ok_or_else(unsupported);
+        }
+        let doc = Canonical::back(task);
+        match self.discovered(t, cx, false).await {
+            Some(known) => {
+                let view = discover::WithDiscovered {
+                    doc: &doc,
+                    discovered: &known,
+                };
+                self.back_form(t, Operation::CreateTask, &view)
+            }
+            None => self.back_form(t, Operation::CreateTask, &doc),
+        }
     }
 
     /// The form of `op` the back uses for `doc`.
@@ -445,6 +498,17 @@ impl Engine {
         op: Operation,
         doc: &dyn Doc,
     ) -> Result<&'m Op, ProxyError> {
+        // A task is created with the form chosen for it when it was stored (see `create`), even
+        // if discovery made afresh on the way would now choose another.
+        if op == Operation::CreateTask {
+            if let Some(Value::String(key)) =
+                doc.get(&["task".to_string(), "back_form".to_string()])
+            {
+                if let Some(o) = t.back.forms(op).find(|o| o.key == *key) {
+                    return Ok(o);
+                }
+            }
+        }
         let ctx = t.back_ctx();
         t.back
             .forms(op)

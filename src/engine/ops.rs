@@ -16,7 +16,7 @@ use crate::upstream::UpstreamError;
 use mapping::dialect::doc::{Agent, Availability, Page, Search, TaskRef};
 use mapping::dialect::mapping::{Op, Returns};
 use mapping::dialect::{Canonical, Decoded};
-use mapping::task::{Operation, Status, TaskPatch};
+use mapping::task::{Operation, Status, Task, TaskPatch};
 use masumi::attachment01::{Mode, Schema};
 use store::{Hold, Settlement};
 use store::{StoreError, Stored, TaskQuery};
@@ -40,12 +40,11 @@ impl Engine {
         request: Decoded,
         cx: &mut Cx<'_>,
     ) -> Result<Canonical<'static>, ProxyError> {
-        let back_op = t
-            .back
-            .op(Operation::CreateTask)
-            .ok_or_else(|| ProxyError::Unsupported {
+        if t.back.op(Operation::CreateTask).is_none() {
+            return Err(ProxyError::Unsupported {
                 operation: "create_task".to_string(),
-            })?;
+            });
+        }
         if let Some(field) = &fop.validate {
             let value = request.at(field).cloned();
             self.validate(t, value, cx).await?;
@@ -58,6 +57,10 @@ impl Engine {
         if let Some(id) = cx.identity {
             task.subject = Some(id.subject.clone());
             task.plan = id.plan.clone();
+        }
+        let back_op = self.choose_create(t, &task, cx).await?;
+        if t.back.forms(Operation::CreateTask).nth(1).is_some() {
+            task.back_form = Some(back_op.key.clone());
         }
         // The task row, and the credits it holds, exist before anything happens upstream: nothing
         // is started that interlingua does not know about, or that the plan cannot pay for.
@@ -320,15 +323,32 @@ impl Engine {
                 stored.task.status.name()
             )));
         }
-        if t.back.op(Operation::CancelTask).is_some() && stored.task.upstream_id.is_some() {
-            let back_doc = Canonical::back(&stored.task);
-            self.call_back(t, Operation::CancelTask, &back_doc, cx)
-                .await?;
-        }
+        self.cancel_on_back(t, &stored.task, cx).await?;
         let stored = self
             .apply(t, stored, TaskPatch::status(Status::Cancelled), cx)
             .await?;
         Ok(Canonical::front(stored.task))
+    }
+
+    /// Asks the back to cancel `task`, where it has a cancel form that applies to the task (an
+    /// MCP server's tasks/cancel, for a task started as one): a task the back knows nothing of
+    /// yet, or whose form has no cancel, ends in interlingua only.
+    async fn cancel_on_back(
+        &self,
+        t: &Translated,
+        task: &Task,
+        cx: &mut Cx<'_>,
+    ) -> Result<(), ProxyError> {
+        if t.back.op(Operation::CancelTask).is_none() || task.upstream_id.is_none() {
+            return Ok(());
+        }
+        match self
+            .call_back(t, Operation::CancelTask, &Canonical::back(task), cx)
+            .await
+        {
+            Ok(_) | Err(ProxyError::Unsupported { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Ends a task that has waited for input (or payment) longer than the route's
@@ -346,14 +366,8 @@ impl Engine {
             identity: None,
             spent: &mut spent,
         };
-        if t.back.op(Operation::CancelTask).is_some() && stored.task.upstream_id.is_some() {
-            let back_doc = Canonical::back(&stored.task);
-            if let Err(e) = self
-                .call_back(t, Operation::CancelTask, &back_doc, &mut cx)
-                .await
-            {
-                tracing::warn!(task = %stored.task.id, route = %t.route, "cancelling an expired task on the agent failed: {e}");
-            }
+        if let Err(e) = self.cancel_on_back(t, &stored.task, &mut cx).await {
+            tracing::warn!(task = %stored.task.id, route = %t.route, "cancelling an expired task on the agent failed: {e}");
         }
         let waited = if stored.task.status == Status::AwaitingInput {
             "input"
@@ -381,19 +395,7 @@ impl Engine {
         request: &Decoded,
         cx: &mut Cx<'_>,
     ) -> Result<Canonical<'static>, ProxyError> {
-        let search = request.search();
-        let (page, page_size) = paging(&search);
-        let query = TaskQuery {
-            route: Some(t.route.clone()),
-            subject: cx_subject(t, cx.identity).map(str::to_string),
-            status: search.status.and_then(|s| Status::from_name(&s)),
-            name: search.name,
-            conversation: None,
-            id: search.task_id,
-            holding_step: None,
-            page: page as u32,
-            page_size: page_size as u32,
-        };
+        let (query, page, page_size) = search_query(t, request, cx.identity);
         let (tasks, total) = self.store.search(&query).await.map_err(store_error)?;
         let page = Page {
             total,
@@ -608,7 +610,7 @@ impl Engine {
         // A synchronous back is never polled: its background execution stores what it says.
         if stored.task.status.is_terminal()
             || stored.task.upstream_id.is_none()
-            || t.sync_back()
+            || t.sync_task(&stored.task)
             || t.back.op(Operation::GetTask).is_none()
         {
             return Ok(stored);
@@ -832,6 +834,29 @@ impl Engine {
 }
 
 /// The page a search asks for (from 1) and its size (1 to 1000; 10 unless said).
+/// What a search_tasks request asks the store for: this route's tasks (the caller's, on routes
+/// with auth) that match it; with the page and page size it asked for.
+pub(super) fn search_query(
+    t: &Translated,
+    request: &Decoded,
+    identity: Option<&Identity>,
+) -> (TaskQuery, u64, u64) {
+    let search = request.search();
+    let (page, page_size) = paging(&search);
+    let query = TaskQuery {
+        route: Some(t.route.clone()),
+        subject: cx_subject(t, identity).map(str::to_string),
+        status: search.status.and_then(|s| Status::from_name(&s)),
+        name: search.name,
+        conversation: None,
+        id: search.task_id,
+        holding_step: None,
+        page: page as u32,
+        page_size: page_size as u32,
+    };
+    (query, page, page_size)
+}
+
 pub(super) fn paging(search: &Search) -> (u64, u64) {
     let page = search.page.unwrap_or(1).max(1);
     let page_size = search.page_size.unwrap_or(10).clamp(1, 1000);

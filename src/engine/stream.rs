@@ -8,6 +8,12 @@
 //! watcher and background executions write), and refreshed from the back with the route's
 //! backoff. A stream lasts at most the route's `sync_timeout`; then it closes, or with
 //! `timeout = "frames"` writes a last event (`event.timeout`) first; the client may ask again.
+//!
+//! A search's stream ([`Target::Search`]: a `search_tasks` form with `stream`, MCP's GET stream) follows
+//! the tasks the search finds instead: read from the store every [`FEED_EVERY`], each task that
+//! changed since the last read (or appeared) is one event, its frames written with it as
+//! `task.*`. What the tasks were when the stream opened is not sent. It lasts an hour at most;
+//! `keepalive` applies, `end`, `every` and `timeout` do not.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,21 +27,30 @@ use crate::auth::Identity;
 use mapping::dialect::doc::Event;
 use mapping::dialect::mapping::{Stream, Until};
 use mapping::dialect::{self, mapping::Op, Canonical};
-use mapping::task::Status;
-use store::Stored;
+use mapping::task::{Status, Task};
+use store::{Stored, TaskQuery};
 
 /// How many events may wait for a slow client before the stream pauses.
 const BACKLOG: usize = 16;
 /// The longest a stream that lasts as long as its task (`lasts = "task"`) is kept open.
 const LONGEST: std::time::Duration = std::time::Duration::from_secs(3600);
 
-/// Starts following `task_id` for the front operation `op`; events arrive on the receiver.
-/// `answer` is the operation's canonical answer (its `request` echo is kept for every event).
+/// What a stream follows.
+pub(super) enum Target {
+    /// One task, by its id.
+    Task(String),
+    /// The tasks a search finds.
+    Search(TaskQuery),
+}
+
+/// Starts the stream of the front form `op` on `target`, in a task of its own; its events arrive
+/// on the receiver. `answer` is the operation's canonical answer (its `request` echo is kept for
+/// every event).
 pub(super) fn start(
     engine: Arc<Engine>,
     t: Arc<Translated>,
     op: &Op,
-    task_id: String,
+    target: Target,
     answer: Canonical<'_>,
     cx: &Cx<'_>,
 ) -> mpsc::Receiver<Bytes> {
@@ -62,12 +77,28 @@ pub(super) fn start(
             request_id: &request_id,
             identity: identity.as_ref(),
         };
-        if let Err(why) = follow.run(&task_id, &tx).await {
-            tracing::debug!(task = %task_id, route = %t.route, "stream ended: {why}");
+        let (task, ended) = match target {
+            Target::Task(id) => {
+                let ended = follow.run(&id, &tx).await;
+                (id, ended)
+            }
+            Target::Search(query) => (
+                "(a search's)".to_string(),
+                follow.run_feed(query, &tx).await,
+            ),
+        };
+        if let Err(why) = ended {
+            tracing::debug!(%task, route = %t.route, stream = %key, "stream ended: {why}");
         }
     });
     rx
 }
+
+/// How often a search's stream reads its tasks (the watcher and background executions keep
+/// them current in the store).
+const FEED_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// How many tasks a search's stream follows: the search's first page of this many.
+const FEED_TASKS: u32 = 100;
 
 struct Follow<'a> {
     engine: &'a Engine,
@@ -111,7 +142,7 @@ impl Follow<'_> {
                 .map_err(|e| e.to_string())?;
             // What a client can see of the task; a change the client cannot see (a status id the
             // back renews on every poll) is no event.
-            let visible = visible(&stored);
+            let visible = visible(&stored.task);
             let now = Instant::now();
             let changed = seen.as_ref() != Some(&visible);
             let tick = !changed && self.stream.every.is_some_and(|e| now >= last_event + e);
@@ -125,7 +156,7 @@ impl Follow<'_> {
                     timeout: false,
                 };
                 event.last = self.ends(&stored, event);
-                if self.emit(&stored, event, tx).await? {
+                if self.emit(&stored.task, event, tx).await? {
                     last_write = now;
                 }
                 seq += 1;
@@ -145,7 +176,7 @@ impl Follow<'_> {
                     tick: false,
                     timeout: true,
                 };
-                self.emit(&stored, event, tx).await?;
+                self.emit(&stored.task, event, tx).await?;
                 return self.close(tx).await;
             }
             if let Some(keepalive) = self.stream.keepalive {
@@ -164,6 +195,64 @@ impl Follow<'_> {
                 wake = wake.min(last_write + keepalive);
             }
             tokio::time::sleep(interval.min(wake.saturating_duration_since(now))).await;
+        }
+    }
+
+    /// A search's stream: each task of the search that changes, as one event.
+    async fn run_feed(&self, mut query: TaskQuery, tx: &mpsc::Sender<Bytes>) -> Result<(), String> {
+        query.page = 1;
+        query.page_size = FEED_TASKS;
+        let start = Instant::now();
+        let deadline = start + LONGEST;
+        let mut last_write = start;
+        // What each task looked like at the last read; none before the first.
+        let mut seen: Option<std::collections::HashMap<String, Value>> = None;
+        let mut seq = 0u64;
+        loop {
+            if tx.is_closed() {
+                return Err("the client left".to_string());
+            }
+            let (tasks, _) = self
+                .engine
+                .store
+                .search(&query)
+                .await
+                .map_err(|e| e.to_string())?;
+            let now = Instant::now();
+            let mut current = std::collections::HashMap::with_capacity(tasks.len());
+            for task in &tasks {
+                let visible = visible(task);
+                let changed = seen
+                    .as_ref()
+                    .is_some_and(|s| s.get(&task.id) != Some(&visible));
+                current.insert(task.id.clone(), visible);
+                if changed {
+                    let event = Event {
+                        first: seq == 0,
+                        last: false,
+                        seq,
+                        tick: false,
+                        timeout: false,
+                    };
+                    if self.emit(task, event, tx).await? {
+                        last_write = now;
+                    }
+                    seq += 1;
+                }
+            }
+            seen = Some(current);
+            if now >= deadline {
+                return self.close(tx).await;
+            }
+            let mut wake = deadline.min(now + FEED_EVERY);
+            if let Some(keepalive) = self.stream.keepalive {
+                if now >= last_write + keepalive {
+                    send(tx, ": keepalive\n\n".to_string()).await?;
+                    last_write = now;
+                }
+                wake = wake.min(last_write + keepalive);
+            }
+            tokio::time::sleep(wake.saturating_duration_since(now)).await;
         }
     }
 
@@ -188,15 +277,15 @@ impl Follow<'_> {
     /// ended (or, with `until = "settled"`, waits for input).
     fn ends(&self, stored: &Stored, event: Event) -> bool {
         if let Some(end) = &self.stream.end {
-            let doc = self.doc(stored, event);
+            let doc = self.doc(&stored.task, event);
             return dialect::holds(end, &doc, &self.t.front_ctx());
         }
         let s = stored.task.status;
         s.is_terminal() || (self.stream.until == Until::Settled && s == Status::AwaitingInput)
     }
 
-    fn doc<'s>(&self, stored: &'s Stored, event: Event) -> Canonical<'s> {
-        Canonical::front_of(&stored.task)
+    fn doc<'s>(&self, task: &'s Task, event: Event) -> Canonical<'s> {
+        Canonical::front_of(task)
             .with_request(self.request.clone())
             .with_event(event)
     }
@@ -204,12 +293,12 @@ impl Follow<'_> {
     /// Writes the events of one state of the task; whether any frame wrote one.
     async fn emit(
         &self,
-        stored: &Stored,
+        task: &Task,
         event: Event,
         tx: &mpsc::Sender<Bytes>,
     ) -> Result<bool, String> {
         let mut wrote = false;
-        let doc = self.doc(stored, event);
+        let doc = self.doc(task, event);
         let ctx = self.t.front_ctx();
         for frame in &self.stream.frames {
             if frame
@@ -231,8 +320,7 @@ impl Follow<'_> {
 }
 
 /// The parts of a task a stream reports: its state, the agent's words, its result, its question.
-fn visible(stored: &Stored) -> Value {
-    let t = &stored.task;
+fn visible(t: &Task) -> Value {
     json!([
         t.status.name(),
         t.message,

@@ -153,6 +153,8 @@ pub struct Call<'a> {
     pub path: &'a PathTemplate,
     /// Where to send it instead of the upstream's base path (an agent card's URL).
     pub target: Option<&'a Expr>,
+    /// Made only when this holds (a `then` call's condition).
+    pub when: Option<&'a Expr>,
     pub request: &'a Rules,
     pub response: &'a Rules,
 }
@@ -163,6 +165,7 @@ pub fn calls(op: &Op) -> impl Iterator<Item = Call<'_>> {
         method: &op.method,
         path: &op.path,
         target: op.target.as_ref(),
+        when: None,
         request: &op.request,
         response: &op.response,
     };
@@ -175,6 +178,7 @@ pub fn call_of(c: &mapping::dialect::mapping::Call) -> Call<'_> {
         method: &c.method,
         path: &c.path,
         target: c.target.as_ref(),
+        when: c.when.as_ref(),
         request: &c.request,
         response: &c.response,
     }

@@ -219,15 +219,6 @@ impl Watcher {
             tracing::warn!(task = %task.id, route = %task.route, "the task's route is no longer configured");
             return;
         };
-        let working = matches!(task.status, Status::Pending | Status::Running);
-        let message = if t.sync_back() && working {
-            "interlingua stopped while the agent was working on the task"
-        } else if !task.started {
-            "interlingua stopped before the agent answered the task's create: it was never followed (the agent may have started it)"
-        } else {
-            self.watch(&task.id, &task.route);
-            return;
-        };
         let stored = match self.engine.store.get(&task.id).await {
             Ok(Some(s)) => s,
             Ok(None) => return,
@@ -235,6 +226,15 @@ impl Watcher {
                 tracing::error!(task = %task.id, "cannot read the task: {e}");
                 return;
             }
+        };
+        let working = matches!(task.status, Status::Pending | Status::Running);
+        let message = if t.sync_task(&stored.task) && working {
+            "interlingua stopped while the agent was working on the task"
+        } else if !task.started {
+            "interlingua stopped before the agent answered the task's create: it was never followed (the agent may have started it)"
+        } else {
+            self.watch(&task.id, &task.route);
+            return;
         };
         if let Err(e) = self.engine.interrupted(t, stored, message).await {
             tracing::error!(task = %task.id, "cannot settle an interrupted task: {e}");

@@ -3,7 +3,7 @@
 API), for the virtualenv of tests/peers/requirements-mcp1.txt. Initialize-era only (it offers 2025-11-25).
 
   python mcp_client1.py --url http://127.0.0.1:PORT/mcp [--token T] [--mode legacy]
-                        [--call NAME [--args JSON] [--task [--cancel]]] [--list-tasks]
+                        [--call NAME [--args JSON] [--task [--cancel] [--await-status S]]] [--list-tasks]
                         [--elicit JSON | --decline] [--timeout S]
 
 Connects with the non-deprecated `streamable_http_client(url, http_client=httpx.AsyncClient(headers=…))`,
@@ -18,6 +18,10 @@ initializes, lists the tools, and calls --call with --args if given:
   --cancel   (with --task) right after creating the task: `cancel_task` (its status goes to
              "cancelled_status"), then `cancel_task` again (its error goes to "second_cancel_error"), then
              one `get_task`. No result is fetched.
+--await-status S  (with --task) after the result, wait up to S seconds for a `notifications/tasks/status`
+            saying the task ended, as the SDK delivers server notifications from any stream (the session's GET
+            stream among them) to the session's `message_handler`. Every such notification received, for any
+            task, is in "status_notes" as {"taskId", "status"}, with or without this flag.
 --list-tasks after everything, `list_tasks()`: the task ids in "listed".
 --token T   "Authorization: Bearer T" on every request (a default header of the httpx.AsyncClient).
 --elicit J  an elicitation callback that records each request and answers `accept` with the JSON object J
@@ -34,6 +38,7 @@ Output: ONE JSON object on stdout, mcp_client2.py's keys plus the task's:
    "progress": [{"progress", "total", "message"}], "elicitations": [{"message", "requestedSchema"}],
    "task_id": "..." | null, "statuses": ["working", "input_required", "working", "completed"],
    "cancelled_status": "cancelled" | null, "second_cancel_error": {error} | null, "listed": [ids] | null,
+   "status_notes": [{"taskId", "status"}],
    "error": null | {"type": "<exception class>", "code": <JSON-RPC code> | null, "message": "..."}}
 "statuses" holds every task status seen (the CreateTaskResult's, each poll's, the last get_task's), in
 order, consecutive repeats collapsed. What was seen before an error stays in the object. Exit 0, also on an
@@ -96,6 +101,15 @@ async def run_task(session, args, obs, arguments):
     obs.out["result"] = mcp_observe.call_result(result)
 
 
+async def await_status(obs, seconds):
+    """Waits (at most `seconds`) until a status notification says the task ended."""
+    with anyio.move_on_after(seconds):
+        while not any(
+            n["taskId"] == obs.out["task_id"] and n["status"] in TERMINAL for n in obs.out["status_notes"]
+        ):
+            await anyio.sleep(0.05)
+
+
 async def run(args, obs):
     headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
     arguments = json.loads(args.args)
@@ -104,11 +118,18 @@ async def run(args, obs):
         action, content = obs.elicited(params)
         return types.ElicitResult(action=action, content=content)
 
+    async def on_message(message):
+        if isinstance(message, types.ServerNotification) and isinstance(message.root, types.TaskStatusNotification):
+            obs.out["status_notes"].append({"taskId": message.root.params.taskId, "status": message.root.params.status})
+
     with anyio.fail_after(args.timeout):
         async with httpx.AsyncClient(headers=headers) as http:
             async with streamable_http_client(args.url, http_client=http) as (read, write, _session_id):
                 session = ClientSession(
-                    read, write, elicitation_callback=on_elicit if obs.wants_elicitation() else None
+                    read,
+                    write,
+                    elicitation_callback=on_elicit if obs.wants_elicitation() else None,
+                    message_handler=on_message,
                 )
                 async with session:
                     init = await session.initialize()
@@ -118,6 +139,8 @@ async def run(args, obs):
                     obs.out["tools"] = [mcp_observe.tool(t) for t in listed.tools]
                     if args.call and args.task:
                         await run_task(session, args, obs, arguments)
+                        if args.await_status:
+                            await await_status(obs, args.await_status)
                     elif args.call:
                         result = await session.call_tool(args.call, arguments, progress_callback=obs.progress)
                         obs.out["result"] = mcp_observe.call_result(result)
@@ -132,10 +155,18 @@ def main():
     ap.add_argument("--task", action="store_true", help="call the tool as a task and poll it")
     ap.add_argument("--cancel", action="store_true", help="with --task: cancel the task, twice")
     ap.add_argument("--list-tasks", action="store_true", help="list the tasks at the end")
+    ap.add_argument("--await-status", type=float, default=0, help="with --task: wait for its ending notification")
     args = ap.parse_args()
     obs = mcp_observe.Observer(
         args,
-        {"task_id": None, "statuses": [], "cancelled_status": None, "second_cancel_error": None, "listed": None},
+        {
+            "task_id": None,
+            "statuses": [],
+            "cancelled_status": None,
+            "second_cancel_error": None,
+            "listed": None,
+            "status_notes": [],
+        },
     )
     failure = None
     try:

@@ -14,6 +14,11 @@ the tasks capability. Tools, both with execution.taskSupport "optional":
                      input_required until the client's tasks/result delivers the answer; inline:
                      `elicitation/create`); accepted: returns text.upper() + " " + more; otherwise a result
                      with isError true, "the client declined".
+  fail(text: string) fails: as a task its work raises, so the task ends failed ("cannot do <text>"); inline
+                     a result with isError true saying the same.
+
+tasks/cancel is the SDK's own handler, wrapped to remember the ids it cancelled: `GET /cancelled` answers them
+as a JSON array (a test's way to see that its cancel reached the server; tasks are session-scoped).
 
 Served with `StreamableHTTPSessionManager(app=server)` inside a Starlette lifespan, mounted at /mcp. Starlette's
 Mount answers /mcp with 307 -> /mcp/ (MCP.md §12), so clients use http://127.0.0.1:<port>/mcp/ . Bound to
@@ -31,8 +36,10 @@ import anyio
 import mcp.types as types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.experimental.tasks.helpers import cancel_task
 from starlette.applications import Starlette
-from starlette.routing import Mount
+from starlette.responses import JSONResponse
+from starlette.routing import Mount, Route
 
 import peer_lifecycle
 
@@ -52,10 +59,18 @@ def answered(text_in, answer):
     return text("the client declined", is_error=True)
 
 
-def build(work_seconds):
+def build(work_seconds, cancelled):
     server = Server("peer", version="1")
-    server.experimental.enable_tasks()
+    support = server.experimental.enable_tasks()
     optional = types.ToolExecution(taskSupport="optional")
+
+    @server.experimental.cancel_task()
+    async def cancel(request: types.CancelTaskRequest):
+        # As the SDK's own handler does: a task of another session is not found.
+        server.experimental._require_task_in_requestor_scope(request.params.taskId)
+        result = await cancel_task(support.store, request.params.taskId)
+        cancelled.append(request.params.taskId)
+        return result
 
     @server.list_tools()
     async def list_tools():
@@ -69,6 +84,12 @@ def build(work_seconds):
             types.Tool(
                 name="ask",
                 description="Asks the client for `more`, then returns TEXT more.",
+                inputSchema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+                execution=optional,
+            ),
+            types.Tool(
+                name="fail",
+                description="Fails, saying it cannot do text.",
                 inputSchema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
                 execution=optional,
             ),
@@ -112,6 +133,15 @@ def build(work_seconds):
                 return await ctx.experimental.run_task(work)
             answer = await ctx.session.elicit(message, MORE_SCHEMA, related_request_id=ctx.request_id)
             return answered(text_in, answer)
+        if name == "fail":
+            why = f"cannot do {arguments.get('text', '')!r}"
+
+            async def work(_task):
+                raise RuntimeError(why)
+
+            if ctx.experimental.is_task:
+                return await ctx.experimental.run_task(work)
+            return text(why, is_error=True)
         return text(f"Unknown tool: {name}", is_error=True)
 
     return server
@@ -124,16 +154,22 @@ def main():
     ap.add_argument("--stateless", action="store_true", help="no sessions (Tasks then cannot outlive a request)")
     ap.add_argument("--port", type=int, default=0, help="default 0: any free port")
     args = ap.parse_args()
+    cancelled = []
     manager = StreamableHTTPSessionManager(
-        app=build(args.work), json_response=args.json_response, stateless=args.stateless
+        app=build(args.work, cancelled), json_response=args.json_response, stateless=args.stateless
     )
+
+    async def cancelled_ids(_request):
+        return JSONResponse(cancelled)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):
         async with manager.run():
             yield
 
-    app = Starlette(routes=[Mount("/mcp", app=manager.handle_request)], lifespan=lifespan)
+    app = Starlette(
+        routes=[Route("/cancelled", cancelled_ids), Mount("/mcp", app=manager.handle_request)], lifespan=lifespan
+    )
     sock = peer_lifecycle.bind(args.port)
     peer_lifecycle.run(
         sock, app, announce="PORT={port}\nPATH=/mcp/", log_level="warning", watch_stdin_env="MCP_WATCH_STDIN"

@@ -58,6 +58,7 @@ pub const TASK: &[&str] = &[
     "status_since",
     "payment",
     "payment.*",
+    "back_form",
 ];
 
 const STEP: &[&str] = &[

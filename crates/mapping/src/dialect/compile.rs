@@ -605,13 +605,16 @@ struct RuleCx<'a> {
 impl RuleCx<'_> {
     fn call(&self, name: &str, c: &CallSection, p: &mut Collector<'_>) -> Option<Call> {
         let where_ = format!("calls.{name}");
-        self.exchange(
+        let when = self.expr(c.when.as_ref(), &format!("{where_}.when"), false, p);
+        let mut call = self.exchange(
             name,
             (&c.method, &c.path, c.target.as_ref()),
             (c.request.as_deref(), c.response.as_deref()),
             &where_,
             p,
-        )
+        )?;
+        call.when = when;
+        Some(call)
     }
 
     /// `[discover]`: a GET of `/.well-known/agent-card.json` unless it says otherwise, kept 5
@@ -712,6 +715,7 @@ impl RuleCx<'_> {
             method: method?,
             path: template?,
             target,
+            when: None,
             request,
             response,
         })

@@ -307,6 +307,7 @@ impl<'a> TaskView<'a> {
             "turn" => json(&self.turn.unwrap_or(task.turn)),
             "status_since" => task.status_since.as_ref().map_or(Value::Null, time),
             "payment" => json(&task.payment),
+            "back_form" => json(&task.back_form),
             _ => Value::Null,
         }
     }
@@ -793,6 +794,7 @@ mod tests {
             turn: 2,
             status_since: Some(at + chrono::Duration::seconds(2)),
             payment: Some(json!({"blockchainIdentifier": "b-1", "payByTime": 1795398344446_u64})),
+            back_form: Some("call".to_string()),
         }
     }
 

@@ -319,6 +319,9 @@ pub struct CallSection {
     pub path: Spanned<String>,
     /// As an operation's `target`.
     pub target: Option<Spanned<String>>,
+    /// Made only when this holds on the document as the calls before it left it (a result
+    /// fetched only once a polled task has completed); otherwise skipped.
+    pub when: Option<Spanned<String>>,
     pub request: Option<Vec<Spanned<FieldRule>>>,
     pub response: Option<Vec<Spanned<FieldRule>>>,
 }

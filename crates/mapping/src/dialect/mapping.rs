@@ -357,6 +357,9 @@ pub struct Call {
     pub path: PathTemplate,
     /// Where `path` is appended, when it has a value (else the upstream's `base_path`).
     pub target: Option<Expr>,
+    /// A call in a `then` list is made only when this holds on the document as the calls
+    /// before it left it.
+    pub when: Option<Expr>,
     pub request: Rules,
     pub response: Rules,
 }

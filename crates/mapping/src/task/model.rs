@@ -239,6 +239,12 @@ pub struct Task {
     /// of the same dialect shows it as the agent sent it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payment: Option<Value>,
+    /// The key of the back's create form the task was started with, where the back has several
+    /// (an MCP server's task-augmented call or its blocking one, chosen by their `when`): how the
+    /// task is followed (polled, or stored when its one call answers) and which of the back's
+    /// other forms apply to it are decided by it, not by what the back says later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub back_form: Option<String>,
 }
 
 /// What an upstream answer says about a task: only the fields it carried.
@@ -355,6 +361,7 @@ impl Task {
             turn: 0,
             status_since: None,
             payment: None,
+            back_form: None,
         }
     }
 }
