@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use mapping::dialect::{self, Dialects};
-use mapping::problem::{Location, Problem};
+use mapping::problem::{Kind, Location, Problem};
 
 use crate::config::{self, Config, Named, Problems};
 
@@ -67,6 +67,7 @@ fn load_dialects(config: &Config) -> Result<Dialects, Problems> {
                         message: format!(
                             "`{front}` has no operations a client can call: it can only be a back"
                         ),
+                        kind: Kind::Invalid,
                     });
                 }
             }
@@ -84,6 +85,7 @@ fn load_dialects(config: &Config) -> Result<Dialects, Problems> {
                     message: format!(
                         "the back `{back}` carries no payment request (its create_task answer reads nothing into task.payment)"
                     ),
+                    kind: Kind::Invalid,
                 });
             }
         }
@@ -95,6 +97,7 @@ fn load_dialects(config: &Config) -> Result<Dialects, Problems> {
                     path: format!("routes[{i}].payment"),
                 },
                 message: "a passthrough route forwards unchanged: it cannot pay".to_string(),
+                kind: Kind::Invalid,
             });
         }
         for (dialect, values) in &r.translation.vars {
@@ -105,6 +108,7 @@ fn load_dialects(config: &Config) -> Result<Dialects, Problems> {
                     path: format!("routes[{i}].vars.{dialect}"),
                 },
                 message,
+                kind: Kind::Invalid,
             };
             if r.front.name() != dialect && r.back.name() != dialect {
                 problems.push(problem(format!(

@@ -134,6 +134,70 @@ fn check_reports_every_problem_with_its_line_and_column() {
     assert_eq!(lines, expected, "\n{}", lines.join("\n"));
 }
 
+/// `check` of `file` (run from the repository) without `INTERLINGUA_DEV_SECRET`, the secret the
+/// shipped config's key names: its exit code and lines.
+fn check_without_the_secret(file: &str, extra: &[&str]) -> (Option<i32>, Vec<String>) {
+    let out = interlingua()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("INTERLINGUA_DEV_SECRET")
+        .args(["check", "-c", file])
+        .args(extra)
+        .output()
+        .unwrap();
+    let lines = stdout(&out).lines().map(|l| l.replace(file, "F")).collect();
+    (out.status.code(), lines)
+}
+
+#[test]
+fn check_names_an_unset_secret_once_and_checks_the_rest_without_it_when_asked() {
+    let shipped = concat!(env!("CARGO_MANIFEST_DIR"), "/config/interlingua.toml");
+    let unset = "auth.keys[0].secret_env: the environment variable `INTERLINGUA_DEV_SECRET` is not set (or empty)";
+    // The cause, once: not also each route that needs [auth].
+    let (code, lines) = check_without_the_secret(shipped, &[]);
+    assert_eq!(code, Some(1), "{lines:?}");
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(
+        lines[0].starts_with("F:") && lines[0].ends_with(unset),
+        "{lines:?}"
+    );
+    assert_eq!(lines[1], "1 problem(s) found");
+    assert_eq!(
+        lines[2],
+        "1 of them: environment variable(s) not set here (INTERLINGUA_DEV_SECRET); \
+         `check --allow-missing-env` checks the rest of the file without them"
+    );
+    // A deployment matter: a warning, and the rest of the file is fine.
+    let (code, lines) = check_without_the_secret(shipped, &["--allow-missing-env"]);
+    assert_eq!(code, Some(0), "{lines:?}");
+    assert!(
+        lines[0].starts_with("warning: F:") && lines[0].ends_with(unset),
+        "{lines:?}"
+    );
+    assert!(lines[1].starts_with("F: ok ("), "{lines:?}");
+    assert!(
+        lines[1].ends_with("; set the 1 environment variable(s) warned of before serving"),
+        "{lines:?}"
+    );
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    // A broken file is still broken: the secret a warning, the file's problem an error.
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("broken.toml");
+    let text = std::fs::read_to_string(shipped).unwrap();
+    std::fs::write(&broken, format!("{text}\n[unknown_table]\nx = 1\n")).unwrap();
+    let broken = broken.to_str().unwrap();
+    let (code, lines) = check_without_the_secret(broken, &["--allow-missing-env"]);
+    assert_eq!(code, Some(1), "{lines:?}");
+    assert!(
+        lines[0].starts_with("warning: F:") && lines[0].ends_with(unset),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].contains("unknown_table: unknown section `unknown_table`"),
+        "{lines:?}"
+    );
+    assert_eq!(lines[2..], ["1 problem(s) found"], "{lines:?}");
+}
+
 #[test]
 fn check_refuses_an_upstream_keepalive_of_zero() {
     let dir = tempfile::tempdir().unwrap();

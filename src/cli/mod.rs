@@ -32,7 +32,9 @@ enum Command {
     /// Run the proxy. Stops gracefully on SIGTERM or SIGINT (a second signal stops at once).
     Serve(ConfigArg),
     /// Validate a config file and print every problem with file:line:col; exit 1 if any.
-    Check(ConfigArg),
+    /// --allow-missing-env: secrets named by environment variables that are not set here are
+    /// warnings, and the rest of the file is checked as if they were.
+    Check(check::CheckArgs),
     /// Run the proxy on the default config together with the sample agents its routes point at,
     /// and print curl commands to try.
     Demo(ConfigArg),

@@ -24,14 +24,7 @@ pub fn from_env(env: &Spanned<String>, path: &str, p: &mut Collector<'_>) -> Opt
     match std::env::var(env.get_ref()) {
         Ok(v) if !v.is_empty() => Some(v),
         _ => {
-            p.at(
-                Some(env.span()),
-                path,
-                format!(
-                    "the environment variable `{}` is not set (or empty)",
-                    env.get_ref()
-                ),
-            );
+            p.unset_env(Some(env.span()), path, env.get_ref());
             None
         }
     }
@@ -292,17 +285,32 @@ fn key(k: &Spanned<KeyEntry>, path: &str, p: &mut Collector<'_>) -> Option<Key> 
     })
 }
 
-/// A route's access settings, `auth_section` being `[auth]` when it is there and valid. `None`:
-/// problems were recorded.
+/// What routes see of `[auth]`.
+#[derive(Debug, Clone, Copy)]
+pub enum AuthState<'a> {
+    /// The file has no `[auth]`.
+    Missing,
+    /// `[auth]` is there, but has problems (recorded where they are: a key's secret not set,
+    /// say); routes that need it say nothing more of it.
+    Broken,
+    Valid(&'a Auth),
+}
+
+/// A route's access settings, `auth_state` being what `[auth]` is. `None`: problems were
+/// recorded.
 pub fn access(
     r: &file::RouteEntry,
     path: &str,
-    auth_section: Option<&Auth>,
+    auth_state: AuthState<'_>,
     p: &mut Collector<'_>,
 ) -> Option<Access> {
     let before = p.len();
     let auth = r.auth.unwrap_or(false);
-    if auth && auth_section.is_none() {
+    let auth_section = match auth_state {
+        AuthState::Valid(a) => Some(a),
+        AuthState::Missing | AuthState::Broken => None,
+    };
+    if auth && matches!(auth_state, AuthState::Missing) {
         p.at(
             None,
             format!("{path}.auth"),

@@ -60,7 +60,12 @@ pub fn build(raw: RawConfig, origin: &str, p: &mut Collector<'_>) -> Option<Conf
     let listeners = listeners(&raw, admin.as_ref().map(|a| a.address), p);
     let upstreams = upstreams(&raw.upstreams, p);
     let auth = access::auth(raw.auth.as_ref(), p);
-    let routes = routes(&raw, &upstreams, auth.as_ref().and_then(Option::as_ref), p);
+    let auth_state = match &auth {
+        Some(Some(a)) => access::AuthState::Valid(a),
+        Some(None) => access::AuthState::Missing,
+        None => access::AuthState::Broken,
+    };
+    let routes = routes(&raw, &upstreams, auth_state, p);
     let shared_limits = super::limits::limits(raw.limits.as_ref(), p);
     if !p.is_empty() {
         return None;
@@ -404,7 +409,7 @@ fn upstreams(
 fn routes(
     raw: &RawConfig,
     upstreams: &[(usize, Upstream)],
-    auth: Option<&Auth>,
+    auth: access::AuthState<'_>,
     p: &mut Collector<'_>,
 ) -> Vec<Route> {
     let by_name: HashMap<&str, usize> = upstreams

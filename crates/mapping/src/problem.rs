@@ -24,6 +24,17 @@ pub struct Location {
 pub struct Problem {
     pub location: Location,
     pub message: String,
+    pub kind: Kind,
+}
+
+/// What sort of problem it is: the file's, or the environment's it is deployed into.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// The file is wrong (or names something that is not there).
+    Invalid,
+    /// The file names an environment variable (a secret) that is not set: a matter of the
+    /// deployment, not of the file. Holds the variable's name.
+    UnsetEnv(String),
 }
 
 impl fmt::Display for Problem {
@@ -66,6 +77,19 @@ impl Problems {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// The environment variables the problems say are unset, in order, each once.
+    pub fn unset_env(&self) -> Vec<&str> {
+        let mut vars: Vec<&str> = Vec::new();
+        for p in &self.0 {
+            if let Kind::UnsetEnv(v) = &p.kind {
+                if !vars.contains(&v.as_str()) {
+                    vars.push(v);
+                }
+            }
+        }
+        vars
+    }
 }
 
 /// Turns byte spans into line and column for one source text, and collects problems.
@@ -91,14 +115,26 @@ impl<'a> Collector<'a> {
         path: impl Into<String>,
         message: impl std::fmt::Display,
     ) {
+        self.push(span, path.into(), message.to_string(), Kind::Invalid);
+    }
+
+    /// Records that the environment variable `var`, which the setting at `span` names, is not
+    /// set.
+    pub fn unset_env(&mut self, span: Option<Range<usize>>, path: impl Into<String>, var: &str) {
+        let message = format!("the environment variable `{var}` is not set (or empty)");
+        self.push(span, path.into(), message, Kind::UnsetEnv(var.to_string()));
+    }
+
+    fn push(&mut self, span: Option<Range<usize>>, path: String, message: String, kind: Kind) {
         let line_col = span.map(|s| line_col(self.text, s.start));
         self.problems.push(Problem {
             location: Location {
                 file: self.file.to_string(),
                 line_col,
-                path: path.into(),
+                path,
             },
-            message: message.to_string(),
+            message,
+            kind,
         });
     }
 

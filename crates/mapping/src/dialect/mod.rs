@@ -27,7 +27,7 @@ pub use codec::{decode, decode_onto, encode, evaluate, holds, CodecError, Contex
 pub use doc::{Canonical, Decoded};
 pub use mapping::Mapping;
 
-use crate::problem::{Location, Problem, Problems};
+use crate::problem::{Kind, Location, Problem, Problems};
 
 /// The dialect that forwards requests and responses unchanged; it has no mapping file.
 pub const PASSTHROUGH: &str = "passthrough";
@@ -103,6 +103,7 @@ pub fn load(dir: &Path, names: &[&str]) -> Result<BTreeMap<String, Arc<Mapping>>
                     "no mapping file for dialect `{name}`; available: {}",
                     available(dir).join(", ")
                 ),
+                kind: Kind::Invalid,
             });
             continue;
         };
@@ -117,6 +118,7 @@ pub fn load(dir: &Path, names: &[&str]) -> Result<BTreeMap<String, Arc<Mapping>>
                     "the file says `dialect = \"{}\"`, but it is loaded as `{name}`",
                     m.name
                 ),
+                kind: Kind::Invalid,
             }),
             Ok(m) => {
                 out.insert(name.to_string(), Arc::new(m));
