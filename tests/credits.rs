@@ -357,6 +357,70 @@ async fn tasks_running_when_the_proxy_is_killed_settle_exactly_once_after_a_rest
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_running_across_a_restart_with_a_new_price_keeps_the_price_it_started_under() {
+    let clock = Clock::manual();
+    let agent = sample_agent_on(samples::mip003::serve, WORK, &clock).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("interlingua.toml");
+    let data = dir.path().join("data").display().to_string();
+    let config = |step: u64| {
+        let text = priced(agent, &data);
+        assert!(text.contains("price = { hold = 1, step = 1 }"), "{text}");
+        text.replace(
+            "price = { hold = 1, step = 1 }",
+            &format!("price = {{ hold = 5, step = {step} }}"),
+        )
+    };
+    std::fs::write(&file, config(2)).unwrap();
+    let grant = interlingua()
+        .args(["credits", "grant", "--plan", "gold", "--subject", "erin"])
+        .args(["--amount", "20", "-c", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(grant.status.success());
+    let bearer = token("erin");
+    let start = |addr: SocketAddr, query: &'static str| {
+        let bearer = bearer.clone();
+        async move {
+            let resp = client()
+                .post(format!("http://{addr}/api/v1/agents/{DID}/tasks"))
+                .bearer_auth(&bearer)
+                .json(&json!({ "input_query": query }))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 201);
+        }
+    };
+
+    // Started at 2 a step; the operator raises the price to 7 and restarts while it runs.
+    let first = serve(&file, Stdio::null());
+    start(first.proxy, "started at 2").await;
+    clock.advance(WORK / 2);
+    first.kill();
+    std::fs::write(&file, config(7)).unwrap();
+    clock.advance(WORK / 2);
+    let second = serve(&file, Stdio::null());
+    let settled = cli_settled(&file, "erin").await;
+    assert_eq!(
+        (settled["captured"].as_i64(), settled["available"].as_i64()),
+        (Some(2), Some(18)),
+        "{settled}"
+    );
+    // A task started now pays the new price.
+    start(second.proxy, "started at 7").await;
+    clock.advance(WORK);
+    let settled = cli_settled(&file, "erin").await;
+    second.kill();
+    assert_eq!(
+        (settled["captured"].as_i64(), settled["available"].as_i64()),
+        (Some(9), Some(11)),
+        "{settled}"
+    );
+    assert_recomputes(&dir.path().join("data"), "erin").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_over_the_rate_limit_gets_429_and_other_subjects_are_unaffected() {
     let upstream = Upstream::ok().await;
     let proxy = Proxy::start(&config(

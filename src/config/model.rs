@@ -369,6 +369,19 @@ pub struct Price {
     pub operations: BTreeMap<mapping::task::Operation, u64>,
 }
 
+impl Price {
+    /// What a task created now keeps of this price, to settle its steps by.
+    pub fn step_price(&self) -> mapping::task::StepPrice {
+        mapping::task::StepPrice {
+            step: self.step,
+            from_agent: self.from == PriceFrom::Agent,
+            min: self.min,
+            max: self.max,
+            failed: self.failed,
+        }
+    }
+}
+
 /// Where a step's cost comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PriceFrom {

@@ -2,7 +2,8 @@
 //!
 //! The money rules, in one place:
 //! - creating a task holds the route's `price.hold` (402 when the available balance cannot);
-//! - each step that completes is captured once, ever: the route's `price.step`, or the cost the
+//! - each step that completes is captured once, ever, at the step price the task was created
+//!   under (kept on the task: [`mapping::task::StepPrice`]): the route's `price.step`, or the cost the
 //!   agent reports, clamped to [`min`, `max`]; a failed step costs `price.failed` (default 0); a
 //!   back without steps of its own (MIP-003) is charged once, for its final step;
 //! - a capture comes out of the task's hold first, then out of the available balance, and never
@@ -16,24 +17,24 @@ use store::Capture;
 
 pub mod verify;
 
-use crate::config::{Price, PriceFrom};
-use mapping::task::{Status, Step, StepSource};
+use mapping::task::{Status, Step, StepPrice, StepSource};
 
-/// The cost of a step that just finished, under the route's price.
-pub fn step_cost(price: &Price, step: &Step) -> u64 {
+/// The cost of a step that just finished, under the task's price.
+pub fn step_cost(price: &StepPrice, step: &Step) -> u64 {
     if step.status == Status::Failed {
         return price.failed;
     }
-    match price.from {
-        PriceFrom::Route => price.step,
-        PriceFrom::Agent => step.cost.clamp(price.min, price.max),
+    if price.from_agent {
+        step.cost.clamp(price.min, price.max)
+    } else {
+        price.step
     }
 }
 
 /// The captures for the steps that finished in an observation. A back without steps of its own
 /// is one unit of work: only its final step costs anything.
 pub fn captures(
-    price: &Price,
+    price: &StepPrice,
     source: StepSource,
     steps: &[Step],
     finished: &[String],
@@ -53,9 +54,10 @@ pub fn captures(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{Price, PriceFrom};
     use chrono::Utc;
 
-    fn price(from: PriceFrom) -> Price {
+    fn price(from: PriceFrom) -> StepPrice {
         Price {
             hold: 10,
             step: 3,
@@ -65,6 +67,7 @@ mod tests {
             failed: 0,
             operations: Default::default(),
         }
+        .step_price()
     }
 
     fn step(status: Status, cost: u64, is_last: bool) -> Step {

@@ -58,6 +58,7 @@ impl Engine {
             task.subject = Some(id.subject.clone());
             task.plan = id.plan.clone();
         }
+        task.price = t.price.as_ref().map(crate::config::Price::step_price);
         let back_op = self.choose_create(t, &task, cx).await?;
         if t.back.forms(Operation::CreateTask).nth(1).is_some() {
             task.back_form = Some(back_op.key.clone());
@@ -775,13 +776,18 @@ impl Engine {
         task: &mut mapping::task::Task,
         finished: &[String],
     ) -> Settlement {
-        let Some(price) = &t.price else {
+        // The price the task was created under; a task stored before prices were kept, the
+        // route's.
+        let price = task
+            .price
+            .or_else(|| t.price.as_ref().map(crate::config::Price::step_price));
+        let Some(price) = price else {
             return Settlement {
                 captures: Vec::new(),
                 release: task.status.is_terminal(),
             };
         };
-        let captures = credits::captures(price, t.back.steps, &task.steps, finished);
+        let captures = credits::captures(&price, t.back.steps, &task.steps, finished);
         for c in &captures {
             if let Some(step) = task.steps.iter_mut().find(|s| s.id == c.step_id) {
                 step.cost = c.amount;

@@ -59,6 +59,8 @@ pub const TASK: &[&str] = &[
     "payment",
     "payment.*",
     "back_form",
+    "price",
+    "price.*",
 ];
 
 const STEP: &[&str] = &[

@@ -308,6 +308,7 @@ impl<'a> TaskView<'a> {
             "status_since" => task.status_since.as_ref().map_or(Value::Null, time),
             "payment" => json(&task.payment),
             "back_form" => json(&task.back_form),
+            "price" => json(&task.price),
             _ => Value::Null,
         }
     }
@@ -795,6 +796,13 @@ mod tests {
             status_since: Some(at + chrono::Duration::seconds(2)),
             payment: Some(json!({"blockchainIdentifier": "b-1", "payByTime": 1795398344446_u64})),
             back_form: Some("call".to_string()),
+            price: Some(crate::task::StepPrice {
+                step: 2,
+                from_agent: false,
+                min: 0,
+                max: 0,
+                failed: 0,
+            }),
         }
     }
 

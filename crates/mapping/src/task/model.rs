@@ -245,6 +245,30 @@ pub struct Task {
     /// other forms apply to it are decided by it, not by what the back says later.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub back_form: Option<String>,
+    /// What the task's steps cost, as its route said when the task was created: the task keeps
+    /// it whatever the route says later (after a restart or a reload with other prices). Absent
+    /// on a free route's tasks, and on tasks stored before prices were kept (those are charged
+    /// at the route's current price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<StepPrice>,
+}
+
+/// The part of a route's price that settles a task's steps (the hold is taken at create; fees
+/// per call are charged when called).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepPrice {
+    /// Per completed step (per task, for backs without steps of their own).
+    pub step: u64,
+    /// A step's cost is the agent's own, clamped to [`min`, `max`], instead of `step`.
+    #[serde(default)]
+    pub from_agent: bool,
+    #[serde(default)]
+    pub min: u64,
+    #[serde(default)]
+    pub max: u64,
+    /// What a failed step costs.
+    #[serde(default)]
+    pub failed: u64,
 }
 
 /// What an upstream answer says about a task: only the fields it carried.
@@ -362,6 +386,7 @@ impl Task {
             status_since: None,
             payment: None,
             back_form: None,
+            price: None,
         }
     }
 }
