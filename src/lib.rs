@@ -25,9 +25,10 @@
 //! | `payment`   | paying agents on their own rail (a Masumi purchase), on the operator's account |
 //! | `error`     | what a request can end in: the concerns' errors composed, with status and code |
 //! | `engine`    | operations over the canonical model: decode, hold, call the back, capture, encode; the watcher |
-//! | `state`     | what every request reads: config, routes, upstreams, dialects, engine |
+//! | `state`     | what every request reads: the live config (`Live`, swapped whole by a reload), the engine |
+//! | `reload`    | reading the config again and swapping it in (SIGHUP, file changes, the admin API); what takes a restart |
 //! | `proxy`     | the pipeline: pingora's `ProxyHttp` phases (see its phase chart); `respond`, the one place errors become responses |
-//! | `admin`     | `/healthz`, `/readyz`, `/metrics`, credits and tasks on the admin listener |
+//! | `admin`     | `/healthz`, `/readyz`, `/metrics`, `/config`, credits and tasks on the admin listener |
 //! | `server`    | binds listeners, runs pingora's services, graceful shutdown |
 //! | `cli`       | `interlingua serve / check / demo / translate / dialects / credits / token` |
 //!
@@ -57,6 +58,7 @@ pub mod limit;
 pub mod metrics;
 pub mod payment;
 pub mod proxy;
+pub mod reload;
 pub mod request_id;
 pub mod routing;
 pub mod server;

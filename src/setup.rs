@@ -1,7 +1,9 @@
 //! Everything a server is started from: the validated config and the dialects its routes name,
-//! loaded together so that one report holds every problem of both.
+//! loaded together so that one report holds every problem of both, and where they came from, so
+//! that a reload can read them again.
 
-use std::path::Path;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
 
 use mapping::dialect::{self, Dialects};
 use mapping::problem::{Kind, Location, Problem};
@@ -12,23 +14,91 @@ use crate::config::{self, Config, Named, Problems};
 pub struct Setup {
     pub config: Config,
     pub dialects: Dialects,
+    /// Where the config text came from.
+    pub source: Source,
+    /// A digest of the config text and of the mapping files read for it: equal digests, same
+    /// setup (a reload that finds nothing changed has nothing to do).
+    pub digest: u64,
+}
+
+/// Where a config's text comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A file, read again by each reload.
+    File(PathBuf),
+    /// Text given whole (the embedded default, or a test's): a reload reads the mapping files
+    /// again, not the text.
+    Text { text: String, origin: String },
 }
 
 /// Loads the config file at `path` and the mapping files its routes name.
 pub fn load(path: &Path) -> Result<Setup, Problems> {
-    with_dialects(config::load_naming(path))
+    Source::File(path.to_path_buf()).load()
 }
 
 /// Validates config text (named `origin` in problems) and loads its dialects.
 pub fn parse(text: &str, origin: &str) -> Result<Setup, Problems> {
-    with_dialects(config::parse_naming(text, origin))
+    Source::Text {
+        text: text.to_string(),
+        origin: origin.to_string(),
+    }
+    .load()
 }
 
-fn with_dialects((config, named): (Result<Config, Problems>, Named)) -> Result<Setup, Problems> {
+impl Source {
+    /// Reads, validates and compiles the setup this source holds now.
+    pub fn load(&self) -> Result<Setup, Problems> {
+        let (config, text) = match self {
+            Source::File(path) => {
+                // Read once: the digest is of the very text validated.
+                let text = std::fs::read_to_string(path);
+                let named = match &text {
+                    Ok(t) => config::parse_naming(t, &path.display().to_string()),
+                    Err(_) => config::load_naming(path),
+                };
+                (named, text.unwrap_or_default())
+            }
+            Source::Text { text, origin } => (config::parse_naming(text, origin), text.clone()),
+        };
+        let mut setup = with_dialects(config, self)?;
+        setup.digest = digest(&text, &setup.config);
+        Ok(setup)
+    }
+}
+
+/// The digest of a config's text and of the mapping files in its `mappings_dir` that its routes
+/// name (the built-in dialects change only with the binary).
+fn digest(text: &str, config: &Config) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    let mut names: Vec<&str> = config
+        .routes
+        .iter()
+        .flat_map(|r| [r.front.name(), r.back.name()])
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    for name in names {
+        let file = config.server.mappings_dir.join(format!("{name}.toml"));
+        name.hash(&mut h);
+        std::fs::read(file).ok().hash(&mut h);
+    }
+    h.finish()
+}
+
+fn with_dialects(
+    (config, named): (Result<Config, Problems>, Named),
+    source: &Source,
+) -> Result<Setup, Problems> {
     match config {
         Ok(config) => {
             let dialects = load_dialects(&config)?;
-            Ok(Setup { config, dialects })
+            Ok(Setup {
+                config,
+                dialects,
+                source: source.clone(),
+                digest: 0,
+            })
         }
         // The config is wrong; its mapping files may be too, and one run should say so.
         Err(mut problems) => {

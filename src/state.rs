@@ -1,15 +1,18 @@
-//! What every request reads and no request changes: the validated config, the route table, the
-//! upstreams, the compiled dialects, the engine and the metrics. One `Arc<State>` is shared by the
-//! proxy and the admin listener.
+//! What every request reads and no request changes: the live config ([`Live`]: the validated
+//! config, the route table, the upstreams, the compiled dialects, the limits), and what outlives
+//! any config (the engine, the metrics, the watcher). One `Arc<State>` is shared by the proxy and
+//! the admin listener; a reload swaps its `Live` whole.
 
 use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 
 use crate::auth::{Authenticator, Resources};
 use crate::config::StoreBackend;
 use crate::config::{Config, Route};
 use crate::engine::watch::Watcher;
 use crate::engine::{Engine, Translated};
-use crate::limit::shared::Shared;
+use crate::limit::shared::{RouteBuckets, Shared};
 use crate::limit::RouteLimits;
 use crate::metrics::Metrics;
 use crate::routing::RouteTable;
@@ -26,26 +29,41 @@ pub enum StateError {
     SealKey(getrandom::Error),
 }
 
-/// Shared state of a running server.
+/// Shared state of a running server: what lives as long as the process (the engine and its
+/// store, the metrics, the watcher, Redis), and the live config, which a reload replaces whole.
 pub struct State {
+    live: ArcSwap<Live>,
+    pub metrics: Arc<Metrics>,
+    pub engine: Arc<Engine>,
+    /// Follows unfinished tasks until they end.
+    pub watcher: Arc<Watcher>,
+    /// The connection for limits shared by the fleet, when `[limits] redis` is set.
+    pub shared_limits: Option<Arc<Shared>>,
+    /// The key of sealed tokens, kept across reloads (a new one would void every token).
+    seal_key: Arc<[u8]>,
+}
+
+/// One validated config and everything built from it that requests read. A request takes one
+/// ([`State::live`]) when it starts and reads only that one to its end, so a reload never shows
+/// it half of one config and half of another, and a route index always points into its own
+/// snapshot.
+pub struct Live {
+    /// 1 for the config started with, one more for each reload applied.
+    pub generation: u64,
     pub config: Config,
     pub routes: RouteTable,
     pub upstreams: Arc<Upstreams>,
-    pub metrics: Arc<Metrics>,
     pub dialects: Dialects,
-    pub engine: Arc<Engine>,
     /// Per route (by index), its translation; `None` for passthrough routes.
     pub translated: Vec<Option<Arc<Translated>>>,
     /// Verifies bearer tokens, when `[auth]` is configured.
-    pub auth: Option<Authenticator>,
+    pub auth: Option<Arc<Authenticator>>,
     /// What routes with auth publish about getting a token (RFC 9728), by route and by path.
     pub resources: Resources,
     /// Per route (by index), its rate limits.
-    pub limits: Vec<RouteLimits>,
-    /// The same limits for the whole fleet, in Redis, when `[limits] redis` is set.
-    pub shared_limits: Option<Arc<Shared>>,
-    /// Follows unfinished tasks until they end.
-    pub watcher: Arc<Watcher>,
+    pub limits: Vec<Arc<RouteLimits>>,
+    /// Per route (by index), its buckets in Redis (empty without `[limits] redis`).
+    pub buckets: Vec<RouteBuckets>,
 }
 
 /// The key behind the mappings' sealed tokens: `[server] seal_key_env`'s, or else 32 random bytes
@@ -111,21 +129,102 @@ impl State {
             .upstream_keepalive
             .saturating_mul(config.server.threads.max(1));
         let engine = Arc::new(Engine::new(store, metrics.clone(), idle_pool));
-        let auth = match &config.auth {
-            Some(a) => Some(Authenticator::new(a, engine.client.clone()).map_err(StateError::Key)?),
-            None => None,
+        let shared_limits = config
+            .shared_limits
+            .as_ref()
+            .map(|s| Shared::new(s, &metrics));
+        let seal_key = seal_key(&config)?;
+        let live = Live::build(None, config, dialects, &engine, &seal_key)?;
+        let watcher = Watcher::new(
+            engine.clone(),
+            live.translated.iter().flatten().cloned(),
+            live.config.store.lease_ttl,
+        );
+        let _ = engine.watcher.set(Arc::downgrade(&watcher));
+        Ok(Arc::new(State {
+            live: ArcSwap::from_pointee(live),
+            metrics,
+            engine,
+            watcher,
+            shared_limits,
+            seal_key,
+        }))
+    }
+
+    /// The live config, for one request (or one admin answer) to read to its end.
+    pub fn live(&self) -> Arc<Live> {
+        self.live.load_full()
+    }
+
+    /// Makes `config` the live config, carrying over from the one it replaces what has not
+    /// changed (see [`Live::build`]). New requests see it; those under way finish on theirs.
+    /// The caller has validated it, and checked that it changes nothing that takes a restart.
+    pub fn swap(&self, config: Config, dialects: Dialects) -> Result<Arc<Live>, StateError> {
+        let prev = self.live.load_full();
+        let live = Arc::new(Live::build(
+            Some(&prev),
+            config,
+            dialects,
+            &self.engine,
+            &self.seal_key,
+        )?);
+        // What a back said about itself (its schemas, its discovery) is kept for the routes that
+        // still reach the same agent in the same dialect.
+        for r in &prev.config.routes {
+            let agent =
+                |c: &Config, r: &Route| (c.upstreams.get(r.upstream).cloned(), r.back.clone());
+            let same = live.config.routes.iter().find(|n| n.name == r.name);
+            if same.is_none_or(|n| agent(&live.config, n) != agent(&prev.config, r)) {
+                self.engine.forget_route(&r.name);
+            }
+        }
+        // The watcher first: a task created on the new config finds its route there.
+        self.watcher
+            .set_routes(live.translated.iter().flatten().cloned());
+        self.live.store(live.clone());
+        Ok(live)
+    }
+}
+
+impl Live {
+    /// Builds a live config. With `prev` (a reload), what did not change is carried over: an
+    /// upstream's resolved address, each rate limit's count when its route keeps its name and
+    /// the limit its quota, and the token verifier (with its cache and fetched key sets) when
+    /// `[auth]` is the same.
+    fn build(
+        prev: Option<&Live>,
+        config: Config,
+        dialects: Dialects,
+        engine: &Engine,
+        seal_key: &Arc<[u8]>,
+    ) -> Result<Live, StateError> {
+        let auth = match (&config.auth, prev) {
+            (Some(a), Some(p)) if p.config.auth.as_ref() == Some(a) => p.auth.clone(),
+            (Some(a), _) => Some(Arc::new(
+                Authenticator::new(a, engine.client.clone()).map_err(StateError::Key)?,
+            )),
+            (None, _) => None,
         };
         let limits = config
             .routes
             .iter()
-            .map(|r| RouteLimits::new(&r.access.limits))
+            .map(|r| {
+                let before = prev.and_then(|p| {
+                    let i = p.config.routes.iter().position(|o| o.name == r.name)?;
+                    p.limits.get(i)
+                });
+                Arc::new(RouteLimits::carried(&r.access.limits, before.map(|l| &**l)))
+            })
             .collect();
-        let shared_limits = config
-            .shared_limits
-            .as_ref()
-            .map(|s| Shared::new(s, &config.routes, &metrics));
-        let upstreams = Arc::new(Upstreams::new(&config.upstreams));
-        let seal_key = seal_key(&config)?;
+        let buckets = if config.shared_limits.is_some() {
+            RouteBuckets::of(&config.routes)
+        } else {
+            Vec::new()
+        };
+        let upstreams = Arc::new(Upstreams::carried(
+            &config.upstreams,
+            prev.map(|p| &*p.upstreams),
+        ));
         let translated: Vec<Option<Arc<Translated>>> = config
             .routes
             .iter()
@@ -142,26 +241,18 @@ impl State {
                 )))
             })
             .collect();
-        let watcher = Watcher::new(
-            engine.clone(),
-            translated.iter().flatten().cloned(),
-            config.store.lease_ttl,
-        );
-        let _ = engine.watcher.set(Arc::downgrade(&watcher));
-        Ok(Arc::new(State {
+        Ok(Live {
+            generation: prev.map_or(1, |p| p.generation + 1),
             routes: RouteTable::new(&config.routes),
             upstreams,
-            metrics,
-            engine,
             translated,
             auth,
             resources: Resources::new(&config),
             limits,
-            shared_limits,
-            watcher,
+            buckets,
             dialects,
             config,
-        }))
+        })
     }
 
     /// The route at `index`, as returned by the route table.

@@ -668,3 +668,83 @@ fn dialects_lists_every_form_of_every_operation() {
         assert!(text.lines().any(|l| l == line), "missing `{line}` in:\n{text}");
     }
 }
+
+/// The admin metrics of `served` once they show `line`.
+async fn metrics_showing(served: &Served, line: &str) {
+    let url = format!("http://{}/metrics", served.admin);
+    common::wait::eventually(line, || async {
+        let text = client()
+            .get(&url)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?
+            .text()
+            .await
+            .map_err(|e| e.to_string())?;
+        if text.lines().any(|l| l == line) {
+            Ok(())
+        } else {
+            Err(text)
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_config_and_a_broken_file_leaves_it_serving() {
+    let upstream = Upstream::ok().await;
+    let dir = tempfile::tempdir().unwrap();
+    // Only the signal reloads here: the file watcher is off.
+    let route = |name: &str| {
+        format!(
+            "[[routes]]\nname = \"{name}\"\nmatch = {{ path_prefix = \"/{name}\" }}\nupstream = \"up\"\n\n"
+        )
+    };
+    let upstreams = format!(
+        "[[upstreams]]\nname = \"up\"\naddress = \"{}\"\n\n",
+        upstream.addr
+    );
+    let one = test_config(
+        "watch_config = false",
+        &format!("{upstreams}{}", route("one")),
+    );
+    let mut served = serve(&one, dir.path());
+    let get = |path: &str| {
+        client()
+            .get(format!("http://{}{path}", served.proxy))
+            .send()
+    };
+    assert_eq!(get("/two").await.unwrap().status(), 404);
+    let hup =
+        |served: &Served| kill(Pid::from_raw(served.child.id() as i32), Signal::SIGHUP).unwrap();
+
+    let file = dir.path().join("serve.toml");
+    let two = test_config(
+        "watch_config = false",
+        &format!("{upstreams}{}{}", route("one"), route("two")),
+    );
+    std::fs::write(&file, two).unwrap();
+    hup(&served);
+    metrics_showing(&served, "interlingua_config_reloads_total{result=\"ok\"} 1").await;
+    assert_eq!(get("/two").await.unwrap().status(), 200);
+
+    // A broken file: reported, and the process serves on with what it had.
+    std::fs::write(&file, "[server\n").unwrap();
+    hup(&served);
+    metrics_showing(
+        &served,
+        "interlingua_config_reloads_total{result=\"invalid\"} 1",
+    )
+    .await;
+    assert!(
+        served.child.try_wait().unwrap().is_none(),
+        "SIGHUP stopped it"
+    );
+    assert_eq!(get("/two").await.unwrap().status(), 200);
+
+    kill(Pid::from_raw(served.child.id() as i32), Signal::SIGTERM).unwrap();
+    let status = tokio::task::spawn_blocking(move || wait_exit(&mut served.child))
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+}

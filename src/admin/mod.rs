@@ -4,8 +4,9 @@
 //! the value of `admin.token_env`): the credits API
 //! (`POST /credits/grant`, `POST /credits/revoke`, `GET /credits/balance`, `GET /credits/history`,
 //! `GET /credits/verify`: the ledger's invariants, see [`crate::credits::verify`]),
-//! `GET /tasks/{id}` (with its purchases) and `GET /tasks/{id}/purchases`. Keep the listener off
-//! public networks.
+//! `GET /tasks/{id}` (with its purchases), `GET /tasks/{id}/purchases`, and the config:
+//! `POST /config/reload` (see [`crate::reload`]) and `GET /config`. Keep the listener off public
+//! networks.
 
 use std::sync::Arc;
 
@@ -18,6 +19,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::config::OnRedisError;
+use crate::reload::{Outcome, Reloader, Trigger};
+use crate::setup::Source;
 use crate::state::State;
 use mapping::dialect::template::parse_query;
 use store::Account;
@@ -41,6 +44,7 @@ const MAX_BODY: usize = 64 * 1024;
 /// The admin application.
 pub struct Admin {
     state: Arc<State>,
+    reloader: Arc<Reloader>,
 }
 
 #[derive(Deserialize)]
@@ -53,14 +57,48 @@ struct Movement {
 }
 
 impl Admin {
-    pub fn new(state: Arc<State>) -> Admin {
-        Admin { state }
+    pub fn new(state: Arc<State>, reloader: Arc<Reloader>) -> Admin {
+        Admin { state, reloader }
+    }
+
+    /// `POST /config/reload`: the reload's report; 200 when applied or unchanged, 422 when the
+    /// files have problems, 409 when they change what takes a restart.
+    async fn reload(&self) -> Response<Vec<u8>> {
+        let report = self.reloader.reload(Trigger::Admin).await;
+        let status = match report.result {
+            Outcome::Ok | Outcome::Unchanged => StatusCode::OK,
+            Outcome::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
+            Outcome::Refused => StatusCode::CONFLICT,
+        };
+        json_response(status, &serde_json::to_value(&report).unwrap_or_default())
+    }
+
+    /// `GET /config`: which config serves, since when, and how the last reload went.
+    fn config(&self) -> Response<Vec<u8>> {
+        let live = self.state.live();
+        let source = match self.reloader.source() {
+            Source::File(path) => json!({"file": path.display().to_string()}),
+            Source::Text { origin, .. } => json!({"text": origin}),
+        };
+        let routes: Vec<&str> = live.config.routes.iter().map(|r| r.name.as_str()).collect();
+        json_response(
+            StatusCode::OK,
+            &json!({
+                "generation": live.generation,
+                "origin": live.config.origin,
+                "source": source,
+                "loaded_at": self.reloader.loaded_at(),
+                "routes": routes,
+                "last_reload": self.reloader.last(),
+            }),
+        )
     }
 
     /// Ready when every upstream resolves, the store answers and (with `on_redis_error = "deny"`)
     /// Redis does; the body names the store's backend, Redis's state, and what is wrong.
     async fn readyz(&self) -> Response<Vec<u8>> {
-        let mut problems = self.state.upstreams.readiness_problems();
+        let live = self.state.live();
+        let mut problems = live.upstreams.readiness_problems();
         let store = self.store_readiness().await;
         if let Err(e) = &store {
             problems.push(format!("store: {e}"));
@@ -80,7 +118,7 @@ impl Admin {
         };
         let mut body = if problems.is_empty() {
             let status = if degraded { "degraded" } else { "ready" };
-            json!({"status": status, "config": self.state.config.origin})
+            json!({"status": status, "config": live.config.origin})
         } else {
             json!({"status": "not_ready", "problems": problems})
         };
@@ -143,7 +181,8 @@ impl Admin {
 
     /// `None` when the request carries the admin token; otherwise the answer to give.
     fn refusal(&self, session: &ServerSession) -> Option<Response<Vec<u8>>> {
-        let Some(token) = &self.state.config.admin.token else {
+        let live = self.state.live();
+        let Some(token) = &live.config.admin.token else {
             return Some(error(
                 StatusCode::FORBIDDEN,
                 "admin_api_disabled",
@@ -193,6 +232,8 @@ impl Admin {
         };
         let store = &self.state.engine.store;
         match (method, path) {
+            (&Method::POST, "/config/reload") => self.reload().await,
+            (&Method::GET, "/config") => self.config(),
             (&Method::POST, "/credits/grant") | (&Method::POST, "/credits/revoke") => {
                 let m: Movement = match read_json(session).await {
                     Ok(m) => m,
@@ -212,7 +253,7 @@ impl Admin {
                 }
             }
             (&Method::GET, "/credits/verify") => {
-                let rules = crate::credits::verify::rules(&self.state.config);
+                let rules = crate::credits::verify::rules(&self.state.live().config);
                 let now = chrono::Utc::now();
                 match crate::credits::verify::verify(store.as_ref(), &rules, now).await {
                     Ok(report) => json_response(
@@ -302,14 +343,19 @@ impl ServeHttp for Admin {
                     body,
                 )
             }
-            (_, p) if p.starts_with("/credits/") || p.starts_with("/tasks/") => {
+            (_, p)
+                if p.starts_with("/credits/")
+                    || p.starts_with("/tasks/")
+                    || p == "/config"
+                    || p == "/config/reload" =>
+            {
                 self.protected(session, &method, &path).await
             }
             (&Method::GET, _) => not_found(&path),
             _ => error(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method_not_allowed",
-                "the admin API answers GET, and POST for credits",
+                "the admin API answers GET, and POST for credits and config reloads",
             ),
         }
     }

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use tokio::signal::unix::{signal, SignalKind};
 
 use super::{report_problems, ConfigArg};
+use crate::reload::Trigger;
 use crate::server::Server;
 use crate::setup::Setup;
 use crate::telemetry::{self, LogFlush};
@@ -55,11 +56,19 @@ pub(super) fn start(setup: Setup) -> Result<(Server, LogFlush), ExitCode> {
 }
 
 /// SIGTERM or SIGINT begins a graceful shutdown; a second one stops waiting for in-flight
-/// requests.
+/// requests. SIGHUP reloads the config (never stops the server, whatever the files say).
 fn stop_on_signals(server: &Server) -> std::io::Result<()> {
     let _runtime = server.runtime().enter();
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    let reloader = server.reloader().clone();
+    server.runtime().spawn(async move {
+        while hup.recv().await.is_some() {
+            tracing::info!(signal = "SIGHUP", "config reload requested");
+            reloader.reload(Trigger::Signal).await;
+        }
+    });
     let handle = server.shutdown_handle();
     server.runtime().spawn(async move {
         loop {

@@ -22,6 +22,7 @@ pub struct ServerSection {
     pub max_connections: Option<Spanned<i64>>,
     /// The environment variable holding the key behind the mappings' sealed tokens.
     pub seal_key_env: Option<Spanned<String>>,
+    pub watch_config: Option<bool>,
 }
 
 /// `[store]`: where tasks and credits live.

@@ -53,6 +53,9 @@ pub struct ServerSettings {
     /// `seal_key_env`); `None`: each process makes its own, so tokens do not cross instances or
     /// restarts.
     pub seal_key: Option<SealKey>,
+    /// Reload when the config file or a mapping file changes (SIGHUP and the admin API reload
+    /// whatever this says).
+    pub watch_config: bool,
 }
 
 /// The secret behind sealed tokens: at least [`SealKey::MIN_LEN`] bytes. Its `Debug` shows only
@@ -141,7 +144,7 @@ pub enum LogFormat {
 }
 
 /// Log settings.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LogSettings {
     pub format: LogFormat,
     /// A `RUST_LOG`-style filter; the `RUST_LOG` environment variable overrides it.
@@ -151,7 +154,7 @@ pub struct LogSettings {
 }
 
 /// The admin listener (health, readiness, metrics, and the credits and task API).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AdminListener {
     pub address: SocketAddr,
     /// The bearer token the credits and task API require; without one that API is off.
@@ -159,7 +162,7 @@ pub struct AdminListener {
 }
 
 /// How bearer tokens are verified.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Auth {
     /// Tolerance on `exp` and `nbf`.
     pub leeway: Duration,
@@ -211,7 +214,7 @@ impl ClaimPath {
 }
 
 /// A verification key.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Key {
     /// Matched with a token's `kid`.
     pub id: String,
@@ -221,7 +224,7 @@ pub struct Key {
 }
 
 /// Where a key comes from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum KeyKind {
     /// An HMAC secret, from an environment variable.
     Hmac { secret: Vec<u8> },
@@ -255,7 +258,7 @@ pub enum JwksSource {
 }
 
 /// Who may use a route, how often, and what it sends upstream about them.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Access {
     /// A verified bearer token is required.
     pub auth: bool,
@@ -280,7 +283,7 @@ pub struct ResourceMetadata {
 }
 
 /// Rate limits of a route.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RateLimits {
     pub per_subject: Option<Quota>,
     pub route: Option<Quota>,
@@ -392,7 +395,7 @@ pub enum PriceFrom {
 }
 
 /// A proxy listener.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Listener {
     pub address: SocketAddr,
     /// Terminate TLS here (HTTP/2 is then offered through ALPN).
@@ -402,14 +405,14 @@ pub struct Listener {
 }
 
 /// PEM files for a TLS listener.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TlsFiles {
     pub certificate: PathBuf,
     pub key: PathBuf,
 }
 
 /// An upstream agent server.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Upstream {
     pub name: String,
     /// Host name or IP literal, resolved at start-up and refreshed in the background.
@@ -468,7 +471,7 @@ pub enum Validation {
 }
 
 /// What a translated route needs beyond matching and forwarding.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Translation {
     /// Per dialect, values for the mapping's `[vars]`.
     pub vars: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
@@ -495,7 +498,7 @@ pub struct Translation {
 }
 
 /// A route: which requests it takes, where they go, and how they are translated.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Route {
     pub name: String,
     pub matcher: RouteMatch,

@@ -162,6 +162,7 @@ fn server(s: &file::ServerSection, p: &mut Collector<'_>) -> Option<ServerSettin
         keepalive_timeout: keepalive_timeout?,
         max_connections,
         seal_key,
+        watch_config: s.watch_config.unwrap_or(true),
     })
 }
 

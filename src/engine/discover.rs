@@ -30,6 +30,14 @@ use mapping::dialect::{self, Canonical, Decoded, Message};
 #[derive(Default)]
 pub(super) struct Cache(Mutex<HashMap<String, Entry>>);
 
+impl Cache {
+    /// Forgets what was discovered for `route`, on whichever upstream.
+    pub(super) fn forget(&self, route: &str) {
+        let prefix = format!("{route}\n");
+        self.0.lock().retain(|k, _| !k.starts_with(&prefix));
+    }
+}
+
 struct Entry {
     at: Instant,
     ttl: Duration,

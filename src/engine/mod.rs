@@ -225,6 +225,13 @@ impl Engine {
         }
     }
 
+    /// Forgets what route `name`'s back said about itself (its input schema, its discovery): a
+    /// reload pointed the route at another agent, or removed it.
+    pub fn forget_route(&self, name: &str) {
+        self.schemas.lock().remove(name);
+        self.discovery.forget(name);
+    }
+
     /// Answers one front request. `echo` receives what the front's `[request]` rules read, so
     /// that an error answer can carry it too (a JSON-RPC id).
     pub async fn handle(

@@ -129,7 +129,7 @@ impl Engine {
         stored = self.pay_for(t, stored, cx).await?;
         if !stored.task.status.is_terminal() {
             if let Some(w) = self.watcher.get().and_then(std::sync::Weak::upgrade) {
-                w.watch(&stored.task.id, &t.route);
+                w.watch(&stored.task.id, t);
             }
         }
         if waits {

@@ -8,12 +8,17 @@
 //! length, and claims (`FOR UPDATE SKIP LOCKED`) the tasks whose lease ran out — their instance
 //! died — so that every unfinished task is followed by exactly one live instance. A stopping
 //! instance hands its leases back; a stalled one that finds a task taken over stops following it.
+//!
+//! A config reload gives the watcher the new routes ([`Watcher::set_routes`]): each check looks its
+//! task's route up afresh, so polls pick up a route's new credentials and timeouts, and a task
+//! whose route was removed drains on the route it was watched under.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 
@@ -29,8 +34,8 @@ const CLAIM_BATCH: u32 = 1000;
 /// Follows unfinished tasks until they end.
 pub struct Watcher {
     engine: Arc<Engine>,
-    /// Translated routes by name.
-    routes: HashMap<String, Arc<Translated>>,
+    /// Translated routes by name, as the live config has them.
+    routes: ArcSwap<HashMap<String, Arc<Translated>>>,
     /// When each watched task is next due, and its current interval.
     queue: parking_lot::Mutex<Schedule>,
     wake: Notify,
@@ -43,8 +48,16 @@ pub struct Watcher {
 #[derive(Default)]
 struct Schedule {
     due: BinaryHeap<Reverse<(Instant, Arc<str>)>>,
-    /// Per watched task: its route's longest interval, and its current interval.
-    watched: HashMap<Arc<str>, (Duration, Duration)>,
+    watched: HashMap<Arc<str>, Watched>,
+}
+
+/// One watched task.
+struct Watched {
+    /// Its route's longest interval, and its current one.
+    max: Duration,
+    interval: Duration,
+    /// The route it was watched under: followed on it once a reload has removed the route.
+    route: Arc<Translated>,
 }
 
 impl Watcher {
@@ -55,18 +68,20 @@ impl Watcher {
     ) -> Arc<Watcher> {
         Arc::new(Watcher {
             engine,
-            routes: routes.into_iter().map(|t| (t.route.clone(), t)).collect(),
+            routes: ArcSwap::from_pointee(by_name(routes)),
             queue: parking_lot::Mutex::new(Schedule::default()),
             wake: Notify::new(),
             lease_ttl,
         })
     }
 
-    /// Starts following a task (its first check after the route's poll interval).
-    pub fn watch(&self, task_id: &str, route: &str) {
-        let Some(t) = self.routes.get(route) else {
-            return;
-        };
+    /// The routes of a reloaded config, in place of the old ones.
+    pub fn set_routes(&self, routes: impl IntoIterator<Item = Arc<Translated>>) {
+        self.routes.store(Arc::new(by_name(routes)));
+    }
+
+    /// Starts following a task of route `t` (its first check after the route's poll interval).
+    pub fn watch(&self, task_id: &str, t: &Arc<Translated>) {
         if t.back.op(Operation::GetTask).is_none() {
             // A back that cannot be asked finishes its tasks through the background executor.
             return;
@@ -76,7 +91,12 @@ impl Watcher {
         let mut q = self.queue.lock();
         if !q.watched.contains_key(task_id) {
             let id: Arc<str> = Arc::from(task_id);
-            q.watched.insert(id.clone(), (max, first));
+            let watched = Watched {
+                max,
+                interval: first,
+                route: t.clone(),
+            };
+            q.watched.insert(id.clone(), watched);
             q.due.push(Reverse((Instant::now() + first, id)));
         }
         drop(q);
@@ -215,7 +235,7 @@ impl Watcher {
     /// could be asked about). Such a task fails, its hold released; anything else is followed
     /// again.
     async fn resume(&self, task: Unfinished) {
-        let Some(t) = self.routes.get(&task.route) else {
+        let Some(t) = self.routes.load().get(&task.route).cloned() else {
             tracing::warn!(task = %task.id, route = %task.route, "the task's route is no longer configured");
             return;
         };
@@ -233,10 +253,10 @@ impl Watcher {
         } else if !task.started {
             "interlingua stopped before the agent answered the task's create: it was never followed (the agent may have started it)"
         } else {
-            self.watch(&task.id, &task.route);
+            self.watch(&task.id, &t);
             return;
         };
-        if let Err(e) = self.engine.interrupted(t, stored, message).await {
+        if let Err(e) = self.engine.interrupted(&t, stored, message).await {
             tracing::error!(task = %task.id, "cannot settle an interrupted task: {e}");
         }
     }
@@ -255,10 +275,11 @@ impl Watcher {
         if stored.task.status.is_terminal() {
             return None;
         }
-        let Some(t) = self.routes.get(&stored.task.route) else {
+        let Some(t) = self.route_of(id, &stored.task.route) else {
             tracing::warn!(task = id, route = %stored.task.route, "watcher: the task's route is no longer configured");
             return None;
         };
+        let t = &t;
         if let Some(left) = expires_in(t, &stored.task) {
             if left.is_zero() {
                 return match self.engine.expire(t, stored).await {
@@ -287,23 +308,36 @@ impl Watcher {
         }
     }
 
+    /// The task's route in the live config, else the one it was watched under (removed by a
+    /// reload since: the task drains on it).
+    fn route_of(&self, id: &str, route: &str) -> Option<Arc<Translated>> {
+        if let Some(t) = self.routes.load().get(route) {
+            return Some(t.clone());
+        }
+        self.queue.lock().watched.get(id).map(|w| w.route.clone())
+    }
+
     fn reschedule(&self, id: Arc<str>, next: Option<Duration>) {
         let mut q = self.queue.lock();
         let Some(latest) = next else {
             q.watched.remove(&id);
             return;
         };
-        let Some((max, interval)) = q.watched.get_mut(&id) else {
+        let Some(w) = q.watched.get_mut(&id) else {
             return;
         };
         // An unanswered back, or a task that waits long, is polled ever more rarely, up to the
         // route's longest interval.
-        *interval = (*interval * 2).min(*max);
-        let next = Instant::now() + (*interval).min(latest);
+        w.interval = (w.interval * 2).min(w.max);
+        let next = Instant::now() + w.interval.min(latest);
         q.due.push(Reverse((next, id)));
         drop(q);
         self.wake.notify_one();
     }
+}
+
+fn by_name(routes: impl IntoIterator<Item = Arc<Translated>>) -> HashMap<String, Arc<Translated>> {
+    routes.into_iter().map(|t| (t.route.clone(), t)).collect()
 }
 
 /// How long a task that waits on its client (input, or a payment) may still wait; `None` for a

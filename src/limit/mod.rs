@@ -2,6 +2,9 @@
 //! address. A refused request gets the wait until it would be allowed, and the policy that refused
 //! it, for the `Retry-After`, `RateLimit-Policy` and `RateLimit` headers.
 //!
+//! A reload keeps a route's limiter (and what it has counted) when the route keeps its name and
+//! the policy its quota ([`RouteLimits::carried`]); a changed quota starts afresh.
+//!
 //! These limiters count per instance. With `[limits] redis`, [`shared`] makes the same checks
 //! against Redis for the whole fleet, and these decide only when Redis cannot be asked.
 
@@ -9,6 +12,7 @@ pub mod shared;
 
 use std::net::IpAddr;
 use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
@@ -33,12 +37,31 @@ type Keyed<K, C> =
     RateLimiter<K, DefaultKeyedStateStore<K>, C, NoOpMiddleware<<C as Clock>::Instant>>;
 type Direct<C> = RateLimiter<NotKeyed, InMemoryState, C, NoOpMiddleware<<C as Clock>::Instant>>;
 
+/// One policy's quota and its limiter; the limiter is shared with the same policy of a reloaded
+/// config when the quota did not change.
+type Policy<L> = Option<(Quota, Arc<L>)>;
+
 /// The limits of one route.
 pub struct RouteLimits<C: Clock = DefaultClock> {
     clock: C,
-    per_subject: Option<(Quota, Keyed<String, C>)>,
-    route: Option<(Quota, Direct<C>)>,
-    per_client: Option<(Quota, Keyed<IpAddr, C>)>,
+    per_subject: Policy<Keyed<String, C>>,
+    route: Policy<Direct<C>>,
+    per_client: Policy<Keyed<IpAddr, C>>,
+}
+
+/// The policy for `quota`: `prev`'s limiter when it counted the same quota, else a new one.
+fn policy<L>(
+    quota: Option<&Quota>,
+    prev: Option<&Policy<L>>,
+    new: impl FnOnce(governor::Quota) -> L,
+) -> Policy<L> {
+    let quota = quota?;
+    if let Some(Some((q, limiter))) = prev {
+        if q == quota {
+            return Some((q.clone(), limiter.clone()));
+        }
+    }
+    Some((quota.clone(), Arc::new(new(governor_quota(quota)))))
 }
 
 fn governor_quota(q: &Quota) -> governor::Quota {
@@ -53,29 +76,38 @@ impl RouteLimits<DefaultClock> {
     pub fn new(limits: &RateLimits) -> RouteLimits<DefaultClock> {
         RouteLimits::with_clock(limits, DefaultClock::default())
     }
+
+    /// The limits of a reloaded route: each policy whose quota `prev` (the same route before the
+    /// reload) also had keeps counting where it was.
+    pub fn carried(limits: &RateLimits, prev: Option<&RouteLimits>) -> RouteLimits<DefaultClock> {
+        RouteLimits::carried_with_clock(limits, prev, DefaultClock::default())
+    }
 }
 
 impl<C: Clock + Clone> RouteLimits<C> {
     /// The limits, on a given clock (tests use a fake one).
     pub fn with_clock(limits: &RateLimits, clock: C) -> RouteLimits<C> {
+        RouteLimits::carried_with_clock(limits, None, clock)
+    }
+
+    fn carried_with_clock(
+        limits: &RateLimits,
+        prev: Option<&RouteLimits<C>>,
+        clock: C,
+    ) -> RouteLimits<C> {
         RouteLimits {
-            per_subject: limits.per_subject.as_ref().map(|q| {
-                (
-                    q.clone(),
-                    RateLimiter::dashmap_with_clock(governor_quota(q), clock.clone()),
-                )
-            }),
-            route: limits.route.as_ref().map(|q| {
-                (
-                    q.clone(),
-                    RateLimiter::direct_with_clock(governor_quota(q), clock.clone()),
-                )
-            }),
-            per_client: limits.per_client.as_ref().map(|q| {
-                (
-                    q.clone(),
-                    RateLimiter::dashmap_with_clock(governor_quota(q), clock.clone()),
-                )
+            per_subject: policy(
+                limits.per_subject.as_ref(),
+                prev.map(|p| &p.per_subject),
+                |q| RateLimiter::dashmap_with_clock(q, clock.clone()),
+            ),
+            per_client: policy(
+                limits.per_client.as_ref(),
+                prev.map(|p| &p.per_client),
+                |q| RateLimiter::dashmap_with_clock(q, clock.clone()),
+            ),
+            route: policy(limits.route.as_ref(), prev.map(|p| &p.route), |q| {
+                RateLimiter::direct_with_clock(q, clock.clone())
             }),
             clock,
         }
@@ -208,5 +240,24 @@ mod tests {
         assert!(l.check(None, || Some(b)).is_ok());
         assert!(l.check(Some("s"), || Some(b)).is_ok());
         assert_eq!(l.check(Some("t"), || Some(b)).unwrap_err().policy, "route");
+    }
+
+    #[test]
+    fn a_reload_keeps_the_count_of_an_unchanged_quota_and_restarts_a_changed_one() {
+        let clock = FakeRelativeClock::default();
+        let before = RouteLimits::with_clock(&limits("2/h"), clock.clone());
+        assert!(before.check(Some("alice"), || None).is_ok());
+        assert!(before.check(Some("alice"), || None).is_ok());
+        let same = RouteLimits::carried_with_clock(&limits("2/h"), Some(&before), clock.clone());
+        assert_eq!(
+            same.check(Some("alice"), || None).unwrap_err().policy,
+            "subject"
+        );
+        let changed = RouteLimits::carried_with_clock(&limits("3/h"), Some(&same), clock.clone());
+        assert!(changed.check(Some("alice"), || None).is_ok());
+        // A policy the new config drops is gone.
+        let none = RouteLimits::carried_with_clock(&RateLimits::default(), Some(&changed), clock);
+        assert!(none.check(Some("alice"), || None).is_ok());
+        assert!(none.check(Some("alice"), || None).is_ok());
     }
 }

@@ -87,18 +87,41 @@ impl Bucket {
     }
 }
 
-/// One route's buckets.
+/// One route's buckets. They are named by the route's name and quota, so a reloaded config's
+/// buckets go on counting where the old ones were whenever both are unchanged.
 #[derive(Default)]
-struct RouteBuckets {
+pub struct RouteBuckets {
     subject: Option<Bucket>,
     client: Option<Bucket>,
     route: Option<Bucket>,
 }
 
+impl RouteBuckets {
+    /// The buckets of each route, in config order.
+    pub fn of(routes: &[Route]) -> Vec<RouteBuckets> {
+        routes
+            .iter()
+            .map(|r| {
+                let l = &r.access.limits;
+                RouteBuckets {
+                    subject: l
+                        .per_subject
+                        .as_ref()
+                        .map(|q| Bucket::new(&r.name, "subject", q)),
+                    client: l
+                        .per_client
+                        .as_ref()
+                        .map(|q| Bucket::new(&r.name, "client", q)),
+                    route: l.route.as_ref().map(|q| Bucket::new(&r.name, "route", q)),
+                }
+            })
+            .collect()
+    }
+}
+
 /// The fleet-wide limiter: Redis, the script, and whether Redis is up.
 pub struct Shared {
     config: SharedLimits,
-    routes: Vec<RouteBuckets>,
     script: redis::Script,
     /// Made on first use, inside the server's runtime (the manager spawns its tasks there).
     connection: OnceLock<Result<ConnectionManager, String>>,
@@ -121,8 +144,8 @@ pub enum Decision {
 }
 
 impl Shared {
-    /// The limiter for `routes`, its metrics registered in `metrics`. Connects on first use.
-    pub fn new(config: &SharedLimits, routes: &[Route], metrics: &Metrics) -> Arc<Shared> {
+    /// The limiter, its metrics registered in `metrics`. Connects on first use.
+    pub fn new(config: &SharedLimits, metrics: &Metrics) -> Arc<Shared> {
         let fallbacks = IntCounterVec::new(
             Opts::new(
                 "interlingua_limit_redis_fallbacks_total",
@@ -150,26 +173,8 @@ impl Shared {
         ] {
             metrics.register(c);
         }
-        let routes = routes
-            .iter()
-            .map(|r| {
-                let l = &r.access.limits;
-                RouteBuckets {
-                    subject: l
-                        .per_subject
-                        .as_ref()
-                        .map(|q| Bucket::new(&r.name, "subject", q)),
-                    client: l
-                        .per_client
-                        .as_ref()
-                        .map(|q| Bucket::new(&r.name, "client", q)),
-                    route: l.route.as_ref().map(|q| Bucket::new(&r.name, "route", q)),
-                }
-            })
-            .collect();
         Arc::new(Shared {
             config: config.clone(),
-            routes,
             script: redis::Script::new(GCRA),
             connection: OnceLock::new(),
             down: AtomicBool::new(false),
@@ -181,16 +186,17 @@ impl Shared {
         })
     }
 
-    /// Checks a request of route `index` against Redis; `local` is what this instance's own
-    /// limiters decided (they count every request, so they are ready to take over).
+    /// Checks a request of a route with `buckets` against Redis; `local` is what this
+    /// instance's own limiters decided (they count every request, so they are ready to take
+    /// over).
     pub async fn check<'a>(
         &'a self,
-        index: usize,
+        buckets: Option<&'a RouteBuckets>,
         subject: Option<&str>,
         client: Option<IpAddr>,
         local: Result<(), Refusal>,
     ) -> Decision {
-        let Some(buckets) = self.routes.get(index) else {
+        let Some(buckets) = buckets else {
             return Decision::Limit(local);
         };
         let mut used: [Option<&Bucket>; 3] = [None; 3];

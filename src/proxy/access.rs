@@ -7,12 +7,13 @@ use super::ctx::RequestCtx;
 use crate::config::Route;
 use crate::error::ProxyError;
 use crate::limit::shared::Decision;
-use crate::state::State;
+use crate::state::{Live, State};
 
 /// Authenticates the caller (routes with auth, unless the request is `public`), checks the plan,
 /// and counts the request against the route's rate limits.
 pub async fn check(
     state: &State,
+    live: &Live,
     index: usize,
     route: &Route,
     session: &Session,
@@ -20,7 +21,7 @@ pub async fn check(
     public: bool,
 ) -> Result<(), ProxyError> {
     if route.access.auth && !public {
-        let auth = state.auth.as_ref().ok_or_else(|| {
+        let auth = live.auth.as_ref().ok_or_else(|| {
             ProxyError::Internal("the route requires auth, but none is configured".to_string())
         })?;
         let header = session
@@ -41,7 +42,7 @@ pub async fn check(
         }
         ctx.identity = Some(identity);
     }
-    if let Some(limits) = state.limits.get(index) {
+    if let Some(limits) = live.limits.get(index) {
         let subject = ctx.identity.as_ref().map(|i| i.subject.as_str());
         // Asked only when a per-client limit needs it: each ask is a system call.
         let client = || {
@@ -62,7 +63,10 @@ pub async fn check(
                 };
                 // The local limiters count every request, so they hold state to fall back on.
                 let local = limits.check(subject, || ip);
-                match shared.check(index, subject, ip, local).await {
+                match shared
+                    .check(live.buckets.get(index), subject, ip, local)
+                    .await
+                {
                     Decision::Limit(decided) => decided.map_err(ProxyError::RateLimited)?,
                     Decision::Unavailable => return Err(ProxyError::LimitsUnavailable),
                 }

@@ -1,14 +1,19 @@
 //! What one request carries from phase to phase.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::auth::Identity;
 use crate::error::ProxyError;
 use crate::metrics::InFlight;
+use crate::state::Live;
 
 /// Per-request state, created by pingora for each request and dropped when it ends (which also
 /// ends its in-flight count).
 pub struct RequestCtx {
+    /// The config the request was received under; it is read to the end of the request, whatever
+    /// a reload does meanwhile.
+    pub live: Arc<Live>,
     /// Kept from `X-Request-Id` or generated; sent upstream and back.
     pub request_id: String,
     /// Index of the chosen route, once chosen.
@@ -33,8 +38,9 @@ pub struct RequestCtx {
 }
 
 impl RequestCtx {
-    pub fn new(in_flight: InFlight) -> RequestCtx {
+    pub fn new(live: Arc<Live>, in_flight: InFlight) -> RequestCtx {
         RequestCtx {
+            live,
             request_id: String::new(),
             route: None,
             identity: None,

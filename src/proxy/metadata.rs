@@ -10,7 +10,7 @@ use pingora::proxy::Session;
 use super::ctx::RequestCtx;
 use crate::error::ProxyError;
 use crate::request_id;
-use crate::state::State;
+use crate::state::Live;
 
 /// The methods a document is answered to.
 const ALLOW: &str = "GET, HEAD";
@@ -28,11 +28,8 @@ pub struct Challenge {
 /// `Ok(false)`: the path is no document's, and the request goes on to routing. A method other
 /// than GET or HEAD is [`ProxyError::MethodNotAllowed`]; a request naming no usable host when no
 /// `resource_base` is configured, [`ProxyError::BadRequest`].
-pub async fn serve(
-    state: &State,
-    session: &mut Session,
-    ctx: &RequestCtx,
-) -> Result<bool, ProxyError> {
+pub async fn serve(session: &mut Session, ctx: &RequestCtx) -> Result<bool, ProxyError> {
+    let state = &*ctx.live;
     let req = session.req_header();
     let Some(resource) = state.resources.find(super::host(req), req.uri.path()) else {
         return Ok(false);
@@ -82,7 +79,7 @@ pub async fn serve(
 
 /// The challenge parameters of the route at `index`, when it publishes metadata and the
 /// request names a usable host (or `resource_base` is configured).
-pub fn challenge(state: &State, session: &Session, index: usize) -> Option<Challenge> {
+pub fn challenge(state: &Live, session: &Session, index: usize) -> Option<Challenge> {
     let resource = state.resources.for_route(index)?;
     let base = base(state, session)?;
     Some(Challenge {
@@ -92,7 +89,7 @@ pub fn challenge(state: &State, session: &Session, index: usize) -> Option<Chall
 }
 
 /// The origin resources are named under: `resource_base`, else the request's scheme and host.
-fn base(state: &State, session: &Session) -> Option<String> {
+fn base(state: &Live, session: &Session) -> Option<String> {
     if let Some(base) = state.resources.base() {
         return Some(base.to_string());
     }

@@ -72,16 +72,16 @@ impl Proxy {
         let req = session.req_header();
         let host = host(req);
         let path = req.uri.path();
-        let index = self
-            .state
+        let live = &ctx.live;
+        let index = live
             .routes
-            .find(&self.state.config.routes, host, path, &req.method)
+            .find(&live.config.routes, host, path, &req.method)
             .ok_or_else(|| ProxyError::NoRoute {
                 method: req.method.to_string(),
                 path: path.to_string(),
             })?;
         ctx.route = Some(index);
-        let limit = self.route_limit(ctx);
+        let limit = route_limit(ctx);
         let declared = req
             .headers
             .get(http::header::CONTENT_LENGTH)
@@ -93,26 +93,13 @@ impl Proxy {
         Ok(())
     }
 
-    fn route_limit(&self, ctx: &RequestCtx) -> u64 {
-        ctx.route
-            .and_then(|i| self.state.route(i))
-            .map_or(0, |r| r.max_body)
-    }
-
-    fn upstream_name(&self, ctx: &RequestCtx) -> &str {
-        ctx.route
-            .and_then(|i| self.state.route(i))
-            .and_then(|r| self.state.upstreams.get(r.upstream))
-            .map_or("", |u| u.config.name.as_str())
-    }
-
     /// Notes upstream progress, and fails the exchange once it has run past its total deadline.
     fn upstream_progress(&self, ctx: &mut RequestCtx) -> Result<(), ProxyError> {
         let now = Instant::now();
         ctx.upstream_last = Some(now);
         match ctx.upstream_deadline {
             Some(deadline) if now > deadline => Err(ProxyError::Upstream(UpstreamError::Timeout {
-                upstream: self.upstream_name(ctx).to_string(),
+                upstream: upstream_name(ctx).to_string(),
                 detail: "the exchange ran past total_timeout".to_string(),
             })),
             _ => Ok(()),
@@ -125,7 +112,7 @@ impl ProxyHttp for Proxy {
     type CTX = RequestCtx;
 
     fn new_ctx(&self) -> RequestCtx {
-        RequestCtx::new(self.state.metrics.start_request())
+        RequestCtx::new(self.state.live(), self.state.metrics.start_request())
     }
 
     async fn early_request_filter(
@@ -137,7 +124,7 @@ impl ProxyHttp for Proxy {
         ctx.request_id = request_id::choose(incoming.map(|v| v.as_bytes()));
         // pingora's wait for each piece of the body (60 s by default) would otherwise outlast
         // the upstream's wait for the same body, and the client's silence be blamed on it (504).
-        session.set_read_timeout(Some(self.state.config.server.client_body_timeout));
+        session.set_read_timeout(Some(ctx.live.config.server.client_body_timeout));
         normalize_path(session).map_err(ProxyError::into_pingora)
     }
 
@@ -146,7 +133,7 @@ impl ProxyHttp for Proxy {
         session: &mut Session,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<bool> {
-        if metadata::serve(&self.state, session, ctx)
+        if metadata::serve(session, ctx)
             .await
             .map_err(ProxyError::into_pingora)?
         {
@@ -156,17 +143,17 @@ impl ProxyHttp for Proxy {
         let Some(index) = ctx.route else {
             return Ok(false);
         };
-        if let Some(route) = self.state.route(index) {
+        let live = ctx.live.clone();
+        if let Some(route) = live.route(index) {
             // Discovery documents (an agent card) say how to authenticate: anyone may read them.
-            let public = self
-                .state
+            let public = live
                 .translated(index)
                 .is_some_and(|t| translate::is_discovery(t, session, &route.matcher.path_prefix));
-            access::check(&self.state, index, route, session, ctx, public)
+            access::check(&self.state, &live, index, route, session, ctx, public)
                 .await
                 .map_err(ProxyError::into_pingora)?;
         }
-        let (Some(t), Some(route)) = (self.state.translated(index), self.state.route(index)) else {
+        let (Some(t), Some(route)) = (live.translated(index), live.route(index)) else {
             return Ok(false);
         };
         let (t, prefix, limit) = (t.clone(), route.matcher.path_prefix.clone(), route.max_body);
@@ -185,7 +172,7 @@ impl ProxyHttp for Proxy {
     ) -> pingora::Result<()> {
         if let Some(chunk) = body {
             ctx.body_bytes += chunk.len() as u64;
-            let limit = self.route_limit(ctx);
+            let limit = route_limit(ctx);
             if ctx.body_bytes > limit {
                 return Err(ProxyError::BodyTooLarge { limit }.into_pingora());
             }
@@ -200,8 +187,9 @@ impl ProxyHttp for Proxy {
     ) -> pingora::Result<Box<HttpPeer>> {
         let upstream = ctx
             .route
-            .and_then(|i| self.state.route(i))
-            .and_then(|r| self.state.upstreams.get(r.upstream))
+            .and_then(|i| ctx.live.route(i))
+            .and_then(|r| ctx.live.upstreams.get(r.upstream))
+            .cloned()
             .ok_or_else(|| {
                 ProxyError::Internal("route without an upstream".to_string()).into_pingora()
             })?;
@@ -222,7 +210,7 @@ impl ProxyHttp for Proxy {
         upstream_request: &mut RequestHeader,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<()> {
-        if let Some(route) = ctx.route.and_then(|i| self.state.route(i)) {
+        if let Some(route) = ctx.route.and_then(|i| ctx.live.route(i)) {
             // The client's token is for interlingua; the agent gets the route's own credential.
             if route.access.auth {
                 upstream_request.remove_header(&http::header::AUTHORIZATION);
@@ -273,15 +261,15 @@ impl ProxyHttp for Proxy {
         e: &pingora::Error,
         ctx: &mut RequestCtx,
     ) -> FailToProxy {
-        let err = ProxyError::from_pingora(e, self.upstream_name(ctx));
+        let err = ProxyError::from_pingora(e, upstream_name(ctx));
         let front = ctx
             .route
-            .and_then(|i| self.state.translated(i))
+            .and_then(|i| ctx.live.translated(i))
             .map(|t| t.front.clone());
         // Only a refused token's challenge names the metadata; other errors need not build it.
         let challenge = match (&err, ctx.route) {
             (Some(ProxyError::Unauthorized(_) | ProxyError::Forbidden { .. }), Some(i)) => {
-                metadata::challenge(&self.state, session, i)
+                metadata::challenge(&ctx.live, session, i)
             }
             _ => None,
         };
@@ -315,7 +303,7 @@ impl ProxyHttp for Proxy {
             .map_or(499, |r| r.status.as_u16());
         let route = ctx
             .route
-            .and_then(|i| self.state.route(i))
+            .and_then(|i| ctx.live.route(i))
             .map_or("-", |r| r.name.as_str());
         let total = ctx.started.elapsed();
         let upstream = ctx.upstream_time();
@@ -329,7 +317,7 @@ impl ProxyHttp for Proxy {
         {
             self.state.metrics.rejection(e.status());
         }
-        if !self.state.config.log.access_log {
+        if !ctx.live.config.log.access_log {
             return;
         }
         let req = session.req_header();
@@ -360,6 +348,21 @@ impl ProxyHttp for Proxy {
             "request"
         );
     }
+}
+
+/// The body limit of the request's route.
+fn route_limit(ctx: &RequestCtx) -> u64 {
+    ctx.route
+        .and_then(|i| ctx.live.route(i))
+        .map_or(0, |r| r.max_body)
+}
+
+/// The name of the request's upstream, for messages.
+fn upstream_name(ctx: &RequestCtx) -> &str {
+    ctx.route
+        .and_then(|i| ctx.live.route(i))
+        .and_then(|r| ctx.live.upstreams.get(r.upstream))
+        .map_or("", |u| u.config.name.as_str())
 }
 
 /// The host a request names: the URI's authority (HTTP/2, absolute-form), else `Host`.

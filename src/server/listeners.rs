@@ -19,6 +19,7 @@ use super::StartError;
 use crate::admin::Admin;
 use crate::config::Listener;
 use crate::proxy::Proxy;
+use crate::reload::Reloader;
 use crate::state::State;
 
 /// How much of an answer to a client is gathered before it is sent. pingora's default (1 460
@@ -46,22 +47,24 @@ pub struct Bound {
 /// listener's own connection limits ([`Guarded`]).
 pub fn bind_all(
     state: &Arc<State>,
+    reloader: &Arc<Reloader>,
     conf: &Arc<ServerConf>,
     fds: &ListenFds,
 ) -> Result<Bound, StartError> {
     let mut services: Vec<Box<dyn ServiceTrait>> = Vec::new();
 
-    let admin_addr = bind(state.config.admin.address, fds)?;
+    let live = state.live();
+    let admin_addr = bind(live.config.admin.address, fds)?;
     let mut admin = Service::new(
         "admin".to_string(),
-        HttpServer::new_app(Admin::new(state.clone())),
+        HttpServer::new_app(Admin::new(state.clone(), reloader.clone())),
     );
     admin.add_tcp(&admin_addr.to_string());
     services.push(Box::new(admin));
 
     let mut proxy_addrs = Vec::new();
     for h2c in [true, false] {
-        let group: Vec<(usize, &Listener)> = state
+        let group: Vec<(usize, &Listener)> = live
             .config
             .listeners
             .iter()
@@ -71,7 +74,7 @@ pub fn bind_all(
         if group.is_empty() {
             continue;
         }
-        let server = &state.config.server;
+        let server = &live.config.server;
         let mut app = pingora::proxy::http_proxy(conf, Proxy::new(state.clone()));
         let mut options = HttpServerOptions::default();
         options.h2c = h2c;

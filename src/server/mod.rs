@@ -19,7 +19,9 @@ use pingora::server::{Fds, ListenFds};
 use tokio::runtime::Runtime;
 use tokio::sync::watch;
 
+use crate::reload::{self, Reloader};
 use crate::setup::Setup;
+use crate::setup::Source;
 use crate::state::State;
 
 /// Why the server could not start.
@@ -49,6 +51,7 @@ pub enum StartError {
 pub struct Server {
     runtime: Runtime,
     state: Arc<State>,
+    reloader: Arc<Reloader>,
     proxy_addrs: Vec<SocketAddr>,
     admin_addr: SocketAddr,
     shutdown: ShutdownHandle,
@@ -59,6 +62,7 @@ pub struct Server {
 /// A server's parts, before the runtime that runs them joins them.
 struct Started {
     state: Arc<State>,
+    reloader: Arc<Reloader>,
     proxy_addrs: Vec<SocketAddr>,
     admin_addr: SocketAddr,
     shutdown: ShutdownHandle,
@@ -117,6 +121,7 @@ impl Server {
             Ok(started) => Ok(Server {
                 runtime,
                 state: started.state,
+                reloader: started.reloader,
                 proxy_addrs: started.proxy_addrs,
                 admin_addr: started.admin_addr,
                 shutdown: started.shutdown,
@@ -132,7 +137,12 @@ impl Server {
     }
 
     fn start_on(runtime: &Runtime, setup: Setup) -> Result<Started, StartError> {
-        let Setup { config, dialects } = setup;
+        let Setup {
+            config,
+            dialects,
+            source,
+            digest,
+        } = setup;
         std::fs::create_dir_all(&config.server.data_dir).map_err(|source| StartError::DataDir {
             path: config.server.data_dir.display().to_string(),
             source,
@@ -156,13 +166,18 @@ impl Server {
             })?
             .map_err(StartError::Store)?;
         let state = State::new(config, dialects, store).map_err(StartError::State)?;
+        let reloader = Reloader::new(state.clone(), source, digest);
         let fds: ListenFds = Arc::new(parking_lot::Mutex::new(Fds::new()));
         let pingora_conf = Arc::new(ServerConf {
             threads,
             upstream_keepalive_pool_size: upstream_keepalive,
             ..ServerConf::default()
         });
-        let bound = listeners::bind_all(&state, &pingora_conf, &fds)?;
+        let bound = listeners::bind_all(&state, &reloader, &pingora_conf, &fds)?;
+        // A config given as text (the embedded default, a test's) has no file to follow.
+        if matches!(reloader.source(), Source::File(_)) {
+            reload::watch::spawn(reloader.clone(), runtime.handle());
+        }
 
         let (stop_tx, stop_rx) = watch::channel(Stop::Running);
         let (pingora_tx, pingora_rx) = watch::channel(false);
@@ -189,13 +204,22 @@ impl Server {
             let _ = pingora_tx.send(true);
         });
 
-        runtime.spawn(state.upstreams.clone().keep_resolved());
+        let resolving = state.clone();
+        runtime.spawn(async move {
+            let mut tick = tokio::time::interval(crate::upstream::RESOLVE_EVERY);
+            loop {
+                tick.tick().await;
+                // The live config's upstreams, whichever it is by now.
+                let upstreams = resolving.live().upstreams.clone();
+                upstreams.resolve_all().await;
+            }
+        });
         let housekeeping = state.clone();
         runtime.spawn(async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
             loop {
                 tick.tick().await;
-                for l in &housekeeping.limits {
+                for l in &housekeeping.live().limits {
                     l.forget_idle();
                 }
             }
@@ -204,13 +228,14 @@ impl Server {
         tracing::info!(
             proxy = ?bound.proxy_addrs,
             admin = %bound.admin_addr,
-            config = %state.config.origin,
-            routes = state.config.routes.len(),
+            config = %state.live().config.origin,
+            routes = state.live().config.routes.len(),
             threads,
             "interlingua listening"
         );
         Ok(Started {
             state,
+            reloader,
             proxy_addrs: bound.proxy_addrs,
             admin_addr: bound.admin_addr,
             shutdown: ShutdownHandle {
@@ -229,6 +254,11 @@ impl Server {
     /// The admin listener's address.
     pub fn admin_addr(&self) -> SocketAddr {
         self.admin_addr
+    }
+
+    /// What reloads the server's config (SIGHUP, the admin API, file changes).
+    pub fn reloader(&self) -> &Arc<Reloader> {
+        &self.reloader
     }
 
     /// The server's shared state (its store, engine, metrics).
@@ -250,7 +280,7 @@ impl Server {
     /// (at most the configured grace period, or until a second shutdown request) and stops.
     /// Blocks the calling thread.
     pub fn run_until_stopped(self) -> ShutdownReport {
-        let grace = self.state.config.server.grace_period;
+        let grace = self.state.live().config.server.grace_period;
         let metrics = self.state.metrics.clone();
         let mut stop = self.stop_rx.clone();
         let services = self.services;

@@ -12,7 +12,7 @@ pub mod peers;
 
 pub use client::{Answer, Client};
 pub use error::{FetchError, UpstreamError};
-pub use peers::{UpstreamState, Upstreams};
+pub use peers::{UpstreamState, Upstreams, RESOLVE_EVERY};
 
 /// The verified caller a route names to its agent (from the token: `auth::Identity`).
 #[derive(Debug, Clone, Copy)]

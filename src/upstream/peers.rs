@@ -12,7 +12,7 @@ use super::error::UpstreamError;
 use crate::config::Upstream;
 
 /// How often host names are resolved again.
-const RESOLVE_EVERY: Duration = Duration::from_secs(30);
+pub const RESOLVE_EVERY: Duration = Duration::from_secs(30);
 /// How long one resolution may take before it counts as failed.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long an idle pooled upstream connection is kept.
@@ -38,9 +38,18 @@ pub struct Upstreams {
 
 impl Upstreams {
     pub fn new(configs: &[Upstream]) -> Upstreams {
+        Upstreams::carried(configs, None)
+    }
+
+    /// The upstreams of a reloaded config: one configured exactly as in `prev` is the same
+    /// upstream (its resolved address kept); any other starts unresolved, as at start-up.
+    pub fn carried(configs: &[Upstream], prev: Option<&Upstreams>) -> Upstreams {
         let list = configs
             .iter()
             .map(|c| {
+                if let Some(same) = prev.and_then(|p| p.list.iter().find(|u| u.config == *c)) {
+                    return same.clone();
+                }
                 let resolved = match c.host.parse::<IpAddr>() {
                     Ok(ip) => Resolution::Ok(SocketAddr::new(ip, c.port)),
                     Err(_) => Resolution::Pending,
@@ -70,15 +79,6 @@ impl Upstreams {
             lookups.spawn(async move { u.resolve().await });
         }
         while lookups.join_next().await.is_some() {}
-    }
-
-    /// Resolves host names now and then every [`RESOLVE_EVERY`], until the runtime stops.
-    pub async fn keep_resolved(self: Arc<Self>) {
-        let mut tick = tokio::time::interval(RESOLVE_EVERY);
-        loop {
-            tick.tick().await;
-            self.resolve_all().await;
-        }
     }
 
     /// Problems that make the proxy not ready: upstreams without an address.

@@ -325,6 +325,32 @@ impl Proxy {
             Ok(s) => s,
             Err(problems) => panic!("test config is invalid:\n{problems}\n---\n{text}"),
         };
+        Proxy::serve(setup, data)
+    }
+
+    /// Starts interlingua from a config file, [`Proxy::file`], written from `config` (which may
+    /// use `{data_dir}`): the file can then be changed and reloaded.
+    pub fn start_file(config: &str) -> Proxy {
+        let data = tempfile::tempdir().expect("temp dir");
+        let file = data.path().join("interlingua.toml");
+        let text = config.replace(
+            "{data_dir}",
+            &data.path().join("data").display().to_string(),
+        );
+        std::fs::write(&file, &text).expect("write the config file");
+        let setup = match interlingua::setup::load(&file) {
+            Ok(s) => s,
+            Err(problems) => panic!("test config is invalid:\n{problems}\n---\n{text}"),
+        };
+        Proxy::serve(setup, data)
+    }
+
+    /// The config file of a proxy started with [`Proxy::start_file`].
+    pub fn file(&self) -> std::path::PathBuf {
+        self._data.path().join("interlingua.toml")
+    }
+
+    fn serve(setup: interlingua::setup::Setup, data: tempfile::TempDir) -> Proxy {
         let server = Server::start(setup).expect("server starts");
         let addrs = server.proxy_addrs().to_vec();
         let admin = server.admin_addr();
