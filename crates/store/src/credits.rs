@@ -60,6 +60,44 @@ pub struct LedgerRow {
     pub note: Option<String>,
 }
 
+/// Which accounts to list ([`TaskStore::accounts`](crate::TaskStore::accounts)).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AccountQuery {
+    /// Only this plan's accounts.
+    pub plan: Option<String>,
+    /// Only accounts whose subject contains this text (as it is: case matters).
+    pub subject_contains: Option<String>,
+    /// At most this many accounts (more than [`AccountQuery::MAX_LIMIT`] reads as that; 0 lists
+    /// none, and the total still counts them all).
+    pub limit: u32,
+    /// How many matching accounts to skip first.
+    pub offset: u64,
+}
+
+impl AccountQuery {
+    /// The most accounts one call lists.
+    pub const MAX_LIMIT: u32 = 1000;
+}
+
+/// An account as the operator's list shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AccountSummary {
+    /// Its balance, as [`TaskStore::balance`](crate::TaskStore::balance) reads it (available is
+    /// [`Balance::available`]).
+    pub balance: Balance,
+    /// When its last ledger row (the last written) was written: ISO 8601, UTC, milliseconds.
+    pub last_at: String,
+}
+
+/// Credits spent on one route on one day ([`TaskStore::spend_by_day`](crate::TaskStore::spend_by_day)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DaySpend {
+    pub route: String,
+    /// The UTC day, `YYYY-MM-DD`.
+    pub day: String,
+    pub credits: i64,
+}
+
 /// Credits to reserve for a new task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hold {

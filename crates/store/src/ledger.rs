@@ -301,29 +301,39 @@ pub fn settle(c: &Connection, task: &str, s: &Settlement) -> Result<Settled, Sto
     Ok(plan.settled())
 }
 
+/// A ledger row's columns, in the order [`ledger_row`] reads them.
+pub(crate) const LEDGER_COLUMNS: &str =
+    "seq, at, plan, subject, kind, amount, from_hold, task_id, step_id, note";
+
+/// A row of [`LEDGER_COLUMNS`].
+pub(crate) fn ledger_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LedgerRow> {
+    Ok(LedgerRow {
+        seq: r.get(0)?,
+        at: r.get(1)?,
+        plan: r.get(2)?,
+        subject: r.get(3)?,
+        kind: r.get(4)?,
+        amount: r.get(5)?,
+        from_hold: r.get(6)?,
+        task_id: r.get(7)?,
+        step_id: r.get(8)?,
+        note: r.get(9)?,
+    })
+}
+
 /// An account's rows, newest first.
 pub fn history(c: &Connection, a: &Account, limit: u32) -> Result<Vec<LedgerRow>, StoreError> {
     let mut stmt = c
-        .prepare(
-            "SELECT seq, at, plan, subject, kind, amount, from_hold, task_id, step_id, note FROM ledger
-             WHERE plan = ?1 AND subject = ?2 ORDER BY seq DESC LIMIT ?3",
-        )
+        .prepare(&format!(
+            "SELECT {LEDGER_COLUMNS} FROM ledger
+             WHERE plan = ?1 AND subject = ?2 ORDER BY seq DESC LIMIT ?3"
+        ))
         .map_err(backend)?;
     let rows = stmt
-        .query_map(params![a.plan, a.subject, limit.clamp(1, 10_000)], |r| {
-            Ok(LedgerRow {
-                seq: r.get(0)?,
-                at: r.get(1)?,
-                plan: r.get(2)?,
-                subject: r.get(3)?,
-                kind: r.get(4)?,
-                amount: r.get(5)?,
-                from_hold: r.get(6)?,
-                task_id: r.get(7)?,
-                step_id: r.get(8)?,
-                note: r.get(9)?,
-            })
-        })
+        .query_map(
+            params![a.plan, a.subject, limit.clamp(1, 10_000)],
+            ledger_row,
+        )
         .map_err(backend)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(backend)?;

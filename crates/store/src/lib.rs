@@ -6,12 +6,13 @@
 //! | [`postgres`] | the PostgreSQL implementation ([`PgStore`]), for several instances on one store |
 //! | [`migrations`] | the schema's numbered versions, per backend |
 //! | `open`      | [`open`] the configured store ([`Location`]), [`migrate`] it |
-//! | [`credits`] | the ledger's vocabulary: accounts, balances, rows, holds, captures, releases |
+//! | [`credits`] | the ledger's vocabulary: accounts, balances, rows, holds, captures, releases, the console's views of them |
 //! | `rows`      | the tasks table's SQL; a row that cannot be read is ended, not retried |
 //! | `ledger`    | the ledger's SQL: a hold in the transaction that checks the balance, one capture per (task, step) |
 //! | [`purchases`] | payments made on an agent's own rail, on the operator's account |
 //! | `writer`    | SQLite's one thread every write goes through, committing writes in groups (PostgreSQL's is `postgres::writer`) |
 //! | `readers`   | the read connections beside it |
+//! | `reports`   | what the operator's console reads: accounts, a task's ledger rows, spend per route and day |
 //!
 //! Every document is measured before it is written ([`mapping::depth`]), so that what is stored
 //! can be read back.
@@ -26,6 +27,7 @@ mod open;
 pub mod postgres;
 pub mod purchases;
 mod readers;
+mod reports;
 mod rows;
 pub mod store;
 #[cfg(test)]
@@ -33,8 +35,8 @@ mod throughput;
 mod writer;
 
 pub use credits::{
-    Account, Audit, Balance, Capture, HeldTask, Hold, LedgerRow, OpenHold, Settled, Settlement,
-    Unstarted,
+    Account, AccountQuery, AccountSummary, Audit, Balance, Capture, DaySpend, HeldTask, Hold,
+    LedgerRow, OpenHold, Settled, Settlement, Unstarted,
 };
 pub use migrations::{Migrated, Migrations};
 pub use open::{migrate, open, Location};

@@ -11,7 +11,8 @@
 //! then, at user_version 0, becomes v1 unchanged); v2 the conversation column (and its index)
 //! that a conversation's lookup reads instead of the document; v3 leases and refresh claims
 //! (several instances on one store); v4 PostgreSQL's settlement functions (nothing on SQLite,
-//! whose writer runs the same plan in Rust).
+//! whose writer runs the same plan in Rust); v5 the ledger's indexes by task and by kind and
+//! time (the operator's console: a task's rows, the spend per route and day).
 
 use rusqlite::Connection;
 
@@ -43,8 +44,9 @@ fn migration(backend: Backend, n: u32) -> String {
         (2, Backend::Sqlite) => V2_SQLITE,
         (2, Backend::Postgres) => V2_POSTGRES,
         (3, _) => V3,
-        (_, Backend::Sqlite) => "",
-        (_, Backend::Postgres) => V4_POSTGRES,
+        (4, Backend::Sqlite) => "",
+        (4, Backend::Postgres) => V4_POSTGRES,
+        (_, _) => V5,
     };
     let types: [(&str, &str); 5] = match backend {
         Backend::Sqlite => [
@@ -176,8 +178,19 @@ CREATE INDEX tasks_lease ON tasks (lease_until, created_at) WHERE {not_terminal}
 /// (the writer sends a batch of them at once).
 const V4_POSTGRES: &str = include_str!("postgres/settle.sql");
 
+/// v5: the ledger by task (a task's rows, in the order written; the unique keys on `task_id` are
+/// partial, one per kind, so none serves every row of a task) and by kind and time (the
+/// captures of a range of days). Grants and revokes have no task: the first index leaves them
+/// out. On PostgreSQL the indexes are built in the migration's transaction, which holds writes
+/// to the ledger until it commits: on a large ledger, run `interlingua migrate` before the
+/// instances are upgraded.
+const V5: &str = "
+CREATE INDEX ledger_by_task ON ledger (task_id, seq) WHERE task_id IS NOT NULL;
+CREATE INDEX ledger_by_kind ON ledger (kind, at);
+";
+
 /// The newest version this build knows (the same for both backends).
-pub const SUPPORTED: u32 = 4;
+pub const SUPPORTED: u32 = 5;
 
 /// What to do at `found`: `Ok(None)` nothing, `Ok(Some(from))` apply after `from`.
 pub(crate) fn judge(found: u32, mode: Migrations) -> Result<Option<u32>, StoreError> {

@@ -21,7 +21,8 @@ use super::readers::Readers;
 use super::rows::{self, Row, Unreadable};
 use super::writer::Writer;
 pub use crate::credits::{
-    Account, Audit, Balance, HeldTask, Hold, LedgerRow, OpenHold, Settled, Settlement, Unstarted,
+    Account, AccountQuery, AccountSummary, Audit, Balance, DaySpend, HeldTask, Hold, LedgerRow,
+    OpenHold, Settled, Settlement, Unstarted,
 };
 use mapping::task::{Status, Task};
 
@@ -169,6 +170,33 @@ pub trait TaskStore: Send + Sync {
     async fn save_purchase(&self, purchase: &Purchase) -> Result<(), StoreError>;
     /// The purchases made for a task.
     async fn purchases(&self, task_id: &str) -> Result<Vec<Purchase>, StoreError>;
+
+    // The operator's console: reads only, each a bounded number of statements.
+
+    /// The accounts that have ledger rows (and a balance: an account with rows and no balance is
+    /// a drift, which [`TaskStore::audit`] reports), each with its balance as
+    /// [`TaskStore::balance`] reads it and the time of its last row; the query's page of them,
+    /// ordered by plan then subject (bytewise, on both backends), and how many match in all
+    /// (the page and the total from one snapshot).
+    async fn accounts(
+        &self,
+        query: &AccountQuery,
+    ) -> Result<(Vec<AccountSummary>, u64), StoreError>;
+    /// Every ledger row of a task (its hold, captures, including the operation fees and costs
+    /// [`TaskStore::charge`] writes, and its release), in the order they were written; empty
+    /// for a task that moved no credits, or no such task.
+    async fn ledger_of_task(&self, task_id: &str) -> Result<Vec<LedgerRow>, StoreError>;
+    /// Credits spent per route per UTC day, from `since_day` (`YYYY-MM-DD`; anything else is a
+    /// [`StoreError::Backend`] naming it) on, by day then route (bytewise); only days and routes
+    /// with spend appear.
+    ///
+    /// Spend is what the `capture` rows charged: each step's price, and every charge
+    /// [`TaskStore::charge`] makes (an operation's fee, a cost the agent reported), which is a
+    /// capture too; the amount is what was charged, without what the balance could not cover.
+    /// Holds and releases are reservations and their return, not spend; grants and revokes
+    /// have no task. A capture's route is its task's: a capture whose task is not stored is not
+    /// counted.
+    async fn spend_by_day(&self, since_day: &str) -> Result<Vec<DaySpend>, StoreError>;
 
     // Several instances on one store (issue 18). Each instance's store has a lease holder (its
     // instance id) and a lease length ([`Leases`]); a task inserted through it is leased to it.
@@ -604,6 +632,28 @@ impl TaskStore for SqliteStore {
     async fn purchases(&self, task_id: &str) -> Result<Vec<Purchase>, StoreError> {
         let id = task_id.to_string();
         self.read(false, move |c| super::purchases::of_task(c, &id))
+            .await
+    }
+
+    async fn accounts(
+        &self,
+        query: &AccountQuery,
+    ) -> Result<(Vec<AccountSummary>, u64), StoreError> {
+        let query = query.clone();
+        // The count and the page from one snapshot, so that they agree.
+        self.read(true, move |c| super::reports::accounts(c, &query))
+            .await
+    }
+
+    async fn ledger_of_task(&self, task_id: &str) -> Result<Vec<LedgerRow>, StoreError> {
+        let id = task_id.to_string();
+        self.read(false, move |c| super::reports::of_task(c, &id))
+            .await
+    }
+
+    async fn spend_by_day(&self, since_day: &str) -> Result<Vec<DaySpend>, StoreError> {
+        let since = super::reports::day(since_day)?;
+        self.read(false, move |c| super::reports::spend_by_day(c, &since))
             .await
     }
 

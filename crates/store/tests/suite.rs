@@ -10,8 +10,8 @@ use std::time::Duration;
 use chrono::Utc;
 use mapping::task::{Status, Task};
 use store::{
-    Account, Capture, Hold, Leases, LedgerRow, Location, Migrations, Settlement, StoreError,
-    TaskQuery, TaskStore,
+    Account, AccountQuery, Capture, DaySpend, Hold, Leases, LedgerRow, Location, Migrations,
+    Settlement, StoreError, TaskQuery, TaskStore,
 };
 use testkit::postgres::Postgres;
 
@@ -78,6 +78,23 @@ impl Db {
         }
     }
 
+    /// The number the query `sql` answers (its first column of its one row).
+    async fn number(&self, sql: &str) -> i64 {
+        match self {
+            Db::Sqlite(dir) => rusqlite::Connection::open(dir.path().join("interlingua.db"))
+                .unwrap()
+                .query_row(sql, [], |r| r.get(0))
+                .unwrap(),
+            Db::Postgres(url) => {
+                let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+                    .await
+                    .unwrap();
+                tokio::spawn(connection);
+                client.query_one(sql, &[]).await.unwrap().get(0)
+            }
+        }
+    }
+
     /// Ends the lease on the task with this id, as if its holder had not renewed it.
     async fn lapse(&self, id: &str) {
         let past = match self {
@@ -126,6 +143,10 @@ both!(
     leases_lapse_are_taken_over_renewed_and_handed_back,
     a_duplicate_among_concurrent_creates_fails_alone,
     a_stale_update_among_concurrent_ones_fails_alone,
+    accounts_are_listed_with_their_balances_filtered_and_paged,
+    the_ledger_of_a_task_is_its_own_rows_in_the_order_written,
+    spend_by_day_sums_captures_per_route_and_day_from_the_day_given,
+    a_store_at_v4_upgrades_to_v5_with_the_ledgers_indexes,
 );
 
 async fn insert_get_update_with_versions(db: Db) {
@@ -719,6 +740,285 @@ async fn a_stale_update_among_concurrent_ones_fails_alone(db: Db) {
     assert_eq!(won, 1);
     let b = store.balance(&ann).await.unwrap();
     assert_eq!((b.captured, b.held, b.available()), (1, 3, 6));
+}
+
+/// A task on `route` holding `amount` of ann's credits (plan gold).
+async fn holding(store: &Arc<dyn TaskStore>, route: &str, amount: u64) -> Task {
+    let task = Task::new(route, Utc::now());
+    let hold = Hold {
+        plan: "gold".to_string(),
+        subject: "ann".to_string(),
+        amount,
+    };
+    store.insert_with_hold(&task, Some(&hold)).await.unwrap();
+    task
+}
+
+async fn accounts_are_listed_with_their_balances_filtered_and_paged(db: Db) {
+    let (store, _, task) = held(&db, 10, 4).await;
+    store.charge(&task.id, &capture("a", 3)).await.unwrap();
+    for (plan, subject, granted) in [
+        ("gold", "bob", 5),
+        ("gold", "anna", 3),
+        // Bytewise, upper case sorts first.
+        ("gold", "Zed", 2),
+        ("silver", "ann", 7),
+        ("silver", "carl", 4),
+    ] {
+        store
+            .grant(&Account::new(plan, subject), granted, None)
+            .await
+            .unwrap();
+    }
+    store
+        .grant(&Account::new("silver", "carl"), -4, None)
+        .await
+        .unwrap();
+    // A balance without ledger rows (written behind the ledger's back) is no account to list.
+    db.execute(
+        "INSERT INTO accounts (plan, subject, granted, captured, held) VALUES ('gold', 'ghost', 0, 0, 0)",
+    )
+    .await;
+    let list = |plan: Option<&str>, contains: Option<&str>, limit: u32, offset: u64| {
+        let store = store.clone();
+        let q = AccountQuery {
+            plan: plan.map(str::to_string),
+            subject_contains: contains.map(str::to_string),
+            limit,
+            offset,
+        };
+        async move { store.accounts(&q).await.unwrap() }
+    };
+    let (all, total) = list(None, None, 100, 0).await;
+    let figures: Vec<_> = all
+        .iter()
+        .map(|a| {
+            let b = &a.balance;
+            (
+                b.plan.as_str(),
+                b.subject.as_str(),
+                b.granted,
+                b.captured,
+                b.held,
+                b.available(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        figures,
+        [
+            ("gold", "Zed", 2, 0, 0, 2),
+            ("gold", "ann", 10, 3, 1, 6),
+            ("gold", "anna", 3, 0, 0, 3),
+            ("gold", "bob", 5, 0, 0, 5),
+            ("silver", "ann", 7, 0, 0, 7),
+            ("silver", "carl", 0, 0, 0, 0),
+        ]
+    );
+    assert_eq!(total, 6);
+    // Each as `balance` reads it, with the time of its last row.
+    for a in &all {
+        let account = Account::new(&a.balance.plan, &a.balance.subject);
+        assert_eq!(store.balance(&account).await.unwrap(), a.balance);
+        let last = store.history(&account, 1).await.unwrap();
+        assert_eq!(a.last_at, last[0].at);
+    }
+    let names = |page: &[store::AccountSummary]| -> Vec<(String, String)> {
+        page.iter()
+            .map(|a| (a.balance.plan.clone(), a.balance.subject.clone()))
+            .collect()
+    };
+    let pair = |p: &str, s: &str| (p.to_string(), s.to_string());
+    let (silver, total) = list(Some("silver"), None, 100, 0).await;
+    assert_eq!(
+        (names(&silver), total),
+        (vec![pair("silver", "ann"), pair("silver", "carl")], 2)
+    );
+    let (with_an, total) = list(None, Some("an"), 100, 0).await;
+    assert_eq!(
+        (names(&with_an), total),
+        (
+            vec![
+                pair("gold", "ann"),
+                pair("gold", "anna"),
+                pair("silver", "ann")
+            ],
+            3
+        )
+    );
+    let (gold_nn, total) = list(Some("gold"), Some("nn"), 100, 0).await;
+    assert_eq!(
+        (names(&gold_nn), total),
+        (vec![pair("gold", "ann"), pair("gold", "anna")], 2)
+    );
+    // The subject's text as it is: case matters.
+    assert_eq!(list(None, Some("ZE"), 100, 0).await.1, 0);
+    // Pages of 4: the total counts them all on every page.
+    let (first, total) = list(None, None, 4, 0).await;
+    assert_eq!((names(&first), total), (names(&all[..4]), 6));
+    let (second, total) = list(None, None, 4, 4).await;
+    assert_eq!((names(&second), total), (names(&all[4..]), 6));
+    let (past, total) = list(None, None, 4, 6).await;
+    assert_eq!((past.len(), total), (0, 6));
+    let (none, total) = list(Some("gold"), None, 0, 0).await;
+    assert_eq!((none.len(), total), (0, 4));
+    // More than the cap reads as the cap.
+    assert_eq!(list(None, None, u32::MAX, 0).await.0.len(), 6);
+}
+
+async fn the_ledger_of_a_task_is_its_own_rows_in_the_order_written(db: Db) {
+    let (store, _, task) = held(&db, 20, 4).await;
+    let other = holding(&store, "r", 2).await;
+    store.charge(&task.id, &capture("a", 1)).await.unwrap();
+    store.charge(&other.id, &capture("a", 1)).await.unwrap();
+    let end = Settlement {
+        captures: vec![capture("b", 2)],
+        release: true,
+    };
+    store.update_and_settle(&task, 1, &end).await.unwrap();
+    let rows = store.ledger_of_task(&task.id).await.unwrap();
+    let found: Vec<_> = rows
+        .iter()
+        .map(|r| (r.kind.as_str(), r.amount, r.from_hold, r.step_id.as_deref()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("hold", 4, 0, None),
+            ("capture", 1, 1, Some("a")),
+            ("capture", 2, 2, Some("b")),
+            ("release", 1, 0, None),
+        ]
+    );
+    assert!(rows
+        .iter()
+        .all(|r| r.task_id.as_deref() == Some(task.id.as_str())
+            && (r.plan.as_str(), r.subject.as_str()) == ("gold", "ann")));
+    assert!(rows.windows(2).all(|w| w[0].seq < w[1].seq));
+    let theirs: Vec<_> = store
+        .ledger_of_task(&other.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.kind, r.amount))
+        .collect();
+    assert_eq!(theirs, [("hold".into(), 2), ("capture".into(), 1)]);
+    assert_eq!(store.ledger_of_task("no-such-task").await.unwrap(), []);
+}
+
+async fn spend_by_day_sums_captures_per_route_and_day_from_the_day_given(db: Db) {
+    let store = db.store().await;
+    store
+        .grant(&Account::new("gold", "ann"), 100, None)
+        .await
+        .unwrap();
+    let (a1, a2, b1) = (
+        holding(&store, "alpha", 10).await,
+        holding(&store, "alpha", 10).await,
+        holding(&store, "beta", 10).await,
+    );
+    let steps = |steps: &[(&str, u64)]| Settlement {
+        captures: steps.iter().map(|(s, a)| capture(s, *a)).collect(),
+        release: true,
+    };
+    store
+        .update_and_settle(&a1, 1, &steps(&[("s1", 3), ("s2", 4)]))
+        .await
+        .unwrap();
+    store
+        .update_and_settle(&a2, 1, &steps(&[("s1", 5)]))
+        .await
+        .unwrap();
+    // An operation's fee is a capture too, charged on a task that has released its hold.
+    store
+        .update_and_settle(&b1, 1, &steps(&[("s1", 2)]))
+        .await
+        .unwrap();
+    store
+        .charge(&b1.id, &capture("cancel:req-1", 1))
+        .await
+        .unwrap();
+    // The ledger's times are the clock's: move each row to its day. Every hold, release and
+    // grant on a day in range, where only captures count.
+    let mut moves = vec![
+        "UPDATE ledger SET at = '2025-03-01T10:00:00.000Z' WHERE kind <> 'capture'".to_string(),
+    ];
+    for (task, step, at) in [
+        (&a1, "s1", "2025-03-01T00:00:00.000Z"),
+        (&a1, "s2", "2025-03-02T23:59:59.999Z"),
+        (&a2, "s1", "2025-03-01T12:00:00.000Z"),
+        (&b1, "s1", "2025-02-28T23:59:59.999Z"),
+        (&b1, "cancel:req-1", "2025-03-02T08:00:00.000Z"),
+    ] {
+        moves.push(format!(
+            "UPDATE ledger SET at = '{at}' WHERE task_id = '{}' AND step_id = '{step}'",
+            task.id
+        ));
+    }
+    db.execute(&moves.join(";\n")).await;
+    let spend = |route: &str, day: &str, credits: i64| DaySpend {
+        route: route.to_string(),
+        day: day.to_string(),
+        credits,
+    };
+    assert_eq!(
+        store.spend_by_day("2025-03-01").await.unwrap(),
+        [
+            spend("alpha", "2025-03-01", 8),
+            spend("alpha", "2025-03-02", 4),
+            spend("beta", "2025-03-02", 1),
+        ]
+    );
+    assert_eq!(
+        store.spend_by_day("2025-02-28").await.unwrap()[..2],
+        [
+            spend("beta", "2025-02-28", 2),
+            spend("alpha", "2025-03-01", 8)
+        ]
+    );
+    assert_eq!(store.spend_by_day("2025-03-03").await.unwrap(), []);
+    for not_a_day in ["2025-3-1", "2025-02-30", "2025-03-01T00:00", "yesterday"] {
+        assert!(
+            matches!(store.spend_by_day(not_a_day).await, Err(StoreError::Backend(ref why)) if why.contains(not_a_day)),
+            "{not_a_day}"
+        );
+    }
+}
+
+/// A store migrated by the build before (v4) gets v5's indexes, its rows as they were.
+async fn a_store_at_v4_upgrades_to_v5_with_the_ledgers_indexes(db: Db) {
+    let (store, ann, task) = held(&db, 10, 4).await;
+    drop(store);
+    let (to_v4, indexes) = match db {
+        Db::Sqlite(_) => (
+            "PRAGMA user_version = 4",
+            "SELECT COUNT(*) FROM sqlite_master
+             WHERE type = 'index' AND name IN ('ledger_by_task', 'ledger_by_kind')",
+        ),
+        Db::Postgres(_) => (
+            "DELETE FROM schema_migrations WHERE version = 5",
+            "SELECT COUNT(*) FROM pg_indexes
+             WHERE tablename = 'ledger' AND indexname IN ('ledger_by_task', 'ledger_by_kind')",
+        ),
+    };
+    db.execute(&format!(
+        "DROP INDEX ledger_by_task; DROP INDEX ledger_by_kind; {to_v4}"
+    ))
+    .await;
+    assert_eq!(db.number(indexes).await, 0);
+    let migrated = store::migrate(&db.location()).await.unwrap();
+    assert_eq!((migrated.from, migrated.to), (4, 5));
+    assert_eq!(db.number(indexes).await, 2);
+    let store = db.store().await;
+    let kinds: Vec<_> = store
+        .ledger_of_task(&task.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.kind, r.amount))
+        .collect();
+    assert_eq!(kinds, [("hold".into(), 4)]);
+    assert_eq!(store.balance(&ann).await.unwrap().available(), 6);
 }
 
 // What only PostgreSQL does: several instances on one database.

@@ -28,7 +28,7 @@ async fn a_store_made_by_the_release_before_opens_and_upgrades() {
     assert_eq!(user_version(dir.path()), 0);
     let store = SqliteStore::open(dir.path()).unwrap();
     assert_eq!(user_version(dir.path()), SUPPORTED);
-    assert_eq!(SUPPORTED, 4);
+    assert_eq!(SUPPORTED, 5);
     let a = store.get("task-a").await.unwrap().unwrap();
     assert_eq!(
         (a.version, a.task.conversation.as_deref()),
@@ -84,6 +84,23 @@ async fn a_store_made_by_the_release_before_opens_and_upgrades() {
             ("task-c".into(), false, None)
         ]
     );
+    // Through v5's indexes: the task's rows, and its route's spend on the fixture's day.
+    let rows: Vec<_> = store
+        .ledger_of_task("task-a")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.kind, r.amount))
+        .collect();
+    assert_eq!(rows, [("hold".into(), 4), ("capture".into(), 3)]);
+    let spend: Vec<_> = store
+        .spend_by_day("2026-11-25")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| (d.route, d.day, d.credits))
+        .collect();
+    assert_eq!(spend, [("r".into(), "2026-11-25".into(), 3)]);
     drop(store);
     // Opening again changes nothing.
     SqliteStore::open(dir.path()).unwrap();

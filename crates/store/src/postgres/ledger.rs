@@ -8,7 +8,7 @@ use deadpool_postgres::GenericClient;
 
 use super::Fail;
 use crate::credits::{Account, Balance, LedgerRow};
-use crate::ledger::{balance_of, compare, Planned, FROM_ROWS};
+use crate::ledger::{balance_of, compare, Planned, FROM_ROWS, LEDGER_COLUMNS};
 use crate::store::StoreError;
 
 fn now() -> String {
@@ -142,28 +142,30 @@ pub(super) async fn history(
     limit: u32,
 ) -> Result<Vec<LedgerRow>, Fail> {
     let stmt = c
-        .prepare_cached(
-            "SELECT seq, at, plan, subject, kind, amount, from_hold, task_id, step_id, note FROM ledger
-             WHERE plan = $1 AND subject = $2 ORDER BY seq DESC LIMIT $3",
-        )
+        .prepare_cached(&format!(
+            "SELECT {LEDGER_COLUMNS} FROM ledger
+             WHERE plan = $1 AND subject = $2 ORDER BY seq DESC LIMIT $3"
+        ))
         .await?;
     let limit = i64::from(limit.clamp(1, 10_000));
     let rows = c.query(&stmt, &[&a.plan, &a.subject, &limit]).await?;
-    Ok(rows
-        .iter()
-        .map(|r| LedgerRow {
-            seq: r.get(0),
-            at: r.get(1),
-            plan: r.get(2),
-            subject: r.get(3),
-            kind: r.get(4),
-            amount: r.get(5),
-            from_hold: r.get(6),
-            task_id: r.get(7),
-            step_id: r.get(8),
-            note: r.get(9),
-        })
-        .collect())
+    Ok(rows.iter().map(ledger_row).collect::<Result<_, _>>()?)
+}
+
+/// A row of [`LEDGER_COLUMNS`] (a column of another type is an error, not a panic).
+pub(super) fn ledger_row(r: &tokio_postgres::Row) -> Result<LedgerRow, tokio_postgres::Error> {
+    Ok(LedgerRow {
+        seq: r.try_get(0)?,
+        at: r.try_get(1)?,
+        plan: r.try_get(2)?,
+        subject: r.try_get(3)?,
+        kind: r.try_get(4)?,
+        amount: r.try_get(5)?,
+        from_hold: r.try_get(6)?,
+        task_id: r.try_get(7)?,
+        step_id: r.try_get(8)?,
+        note: r.try_get(9)?,
+    })
 }
 
 /// PostgreSQL's `SUM` of `bigint` is `numeric`: the totals are cast back.

@@ -7,6 +7,7 @@
 //! | `rows`      | the tasks table's SQL, leases and refresh claims |
 //! | `ledger`    | the ledger's SQL: the hold in the transaction that checks the balance, with the account's row locked |
 //! | `purchases` | the purchases table's SQL |
+//! | `reports`   | what the operator's console reads: accounts, a task's ledger rows, spend per route and day |
 //! | `writer`    | the group commit of a create's writes (holds, updates, settlements) |
 //! | `settle.sql`| migration v4: a settlement, and an update with its settlement, as one statement each |
 //!
@@ -22,6 +23,7 @@
 
 mod ledger;
 mod purchases;
+mod reports;
 mod rows;
 mod writer;
 
@@ -31,7 +33,10 @@ use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::error::SqlState;
 
-use crate::credits::{Account, Audit, Balance, Capture, Hold, LedgerRow, Settled, Settlement};
+use crate::credits::{
+    Account, AccountQuery, AccountSummary, Audit, Balance, Capture, DaySpend, Hold, LedgerRow,
+    Settled, Settlement,
+};
 use crate::migrations::{Migrated, Migrations};
 use crate::purchases::Purchase;
 use crate::rows::{Row, Unreadable};
@@ -326,6 +331,15 @@ impl PgStore {
         Ok(audit)
     }
 
+    async fn accounts_once(&self, q: &AccountQuery) -> Result<(Vec<AccountSummary>, u64), Fail> {
+        let mut client = self.client().await?;
+        // The count and the page from one snapshot, so that they agree.
+        let tx = snapshot(&mut client).await?;
+        let found = reports::accounts(&tx, q).await?;
+        tx.commit().await?;
+        Ok(found)
+    }
+
     async fn recompute_once(&self, account: &Account) -> Result<Balance, Fail> {
         let mut client = self.client().await?;
         let tx = snapshot(&mut client).await?;
@@ -442,6 +456,22 @@ impl TaskStore for PgStore {
 
     async fn purchases(&self, task_id: &str) -> Result<Vec<Purchase>, StoreError> {
         attempt!(with_client!(self, c => purchases::of_task(&c, task_id)))
+    }
+
+    async fn accounts(
+        &self,
+        query: &AccountQuery,
+    ) -> Result<(Vec<AccountSummary>, u64), StoreError> {
+        attempt!(self.accounts_once(query))
+    }
+
+    async fn ledger_of_task(&self, task_id: &str) -> Result<Vec<LedgerRow>, StoreError> {
+        attempt!(with_client!(self, c => reports::of_task(&c, task_id)))
+    }
+
+    async fn spend_by_day(&self, since_day: &str) -> Result<Vec<DaySpend>, StoreError> {
+        let since = crate::reports::day(since_day)?;
+        attempt!(with_client!(self, c => reports::spend_by_day(&c, &since)))
     }
 
     async fn claim_leases(&self, limit: u32) -> Result<Vec<Unfinished>, StoreError> {
