@@ -280,13 +280,15 @@ impl Server {
     /// (at most the configured grace period, or until a second shutdown request) and stops.
     /// Blocks the calling thread.
     pub fn run_until_stopped(self) -> ShutdownReport {
-        let grace = self.state.live().config.server.grace_period;
+        let state = self.state.clone();
         let metrics = self.state.metrics.clone();
         let mut stop = self.stop_rx.clone();
         let services = self.services;
         let report = self.runtime.block_on(async move {
             let _ = stop.wait_for(|s| *s != Stop::Running).await;
             let started = Instant::now();
+            // The grace period of the config live when the stop came (a reload may change it).
+            let grace = state.live().config.server.grace_period;
             tracing::info!(
                 in_flight = metrics.in_flight(),
                 grace_period = %humantime::format_duration(grace),
