@@ -42,16 +42,6 @@ fn write(proxy: &Proxy, text: &str) {
     std::fs::rename(&next, &file).unwrap();
 }
 
-async fn reload(proxy: &Proxy) -> (u16, Value) {
-    let resp = client()
-        .post(proxy.admin_url("/config/reload"))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap();
-    common::status_and_json(resp).await
-}
-
 async fn live_config(proxy: &Proxy) -> Value {
     let resp = client()
         .get(proxy.admin_url("/config"))
@@ -87,7 +77,7 @@ async fn routes_added_changed_and_removed_by_the_admin_api_serve_at_once() {
             "",
         ),
     );
-    let (status, body) = reload(&proxy).await;
+    let (status, body) = proxy.reload().await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["result"], "ok");
     assert_eq!(body["trigger"], "admin");
@@ -99,7 +89,7 @@ async fn routes_added_changed_and_removed_by_the_admin_api_serve_at_once() {
     assert_eq!(get(&proxy, "/two").await, (200, "b".to_string()));
 
     // The same files again: nothing to do.
-    let (status, body) = reload(&proxy).await;
+    let (status, body) = proxy.reload().await;
     assert_eq!(
         (status, &body["result"]),
         (200, &json!("unchanged")),
@@ -108,7 +98,7 @@ async fn routes_added_changed_and_removed_by_the_admin_api_serve_at_once() {
 
     // `one` now reaches b; `two` is gone.
     write(&proxy, &config(&[("one", "/one", b.addr)], false, ""));
-    let (status, body) = reload(&proxy).await;
+    let (status, body) = proxy.reload().await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         body["changes"],
@@ -141,7 +131,7 @@ async fn a_broken_file_changes_nothing_and_says_where() {
 
     // A syntax error: the parser's position.
     write(&proxy, &good.replace("[[routes]]", "[[routes]"));
-    let (status, body) = reload(&proxy).await;
+    let (status, body) = proxy.reload().await;
     assert_eq!(status, 422, "{body}");
     assert_eq!(body["result"], "invalid");
     let problems = body["problems"].as_array().unwrap();
@@ -167,7 +157,7 @@ async fn a_broken_file_changes_nothing_and_says_where() {
             .replace("threads = 2\n", "threads = 2\nthreds = 3\n")
             .replace("upstream = \"one\"", "upstream = \"nowhere\""),
     );
-    let (status, body) = reload(&proxy).await;
+    let (status, body) = proxy.reload().await;
     assert_eq!(status, 422, "{body}");
     let problems: Vec<&str> = body["problems"]
         .as_array()
@@ -214,7 +204,7 @@ async fn a_listener_change_is_refused_and_nothing_else_applies() {
         "[[listeners]]\naddress = \"127.0.0.1:1\"",
     );
     write(&proxy, &after);
-    let (status, body) = reload(&proxy).await;
+    let (status, body) = proxy.reload().await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["result"], "refused");
     assert_eq!(
@@ -245,7 +235,7 @@ async fn a_request_in_flight_ends_on_its_old_route() {
     a.wait_for_requests(1).await;
 
     write(&proxy, &config(&[("main", "/", b.addr)], false, ""));
-    let (status, body) = reload(&proxy).await;
+    let (status, body) = proxy.reload().await;
     assert_eq!(
         (status, &body["changes"]["changed"]),
         (200, &json!(["main"])),
@@ -277,13 +267,13 @@ async fn unchanged_limits_keep_their_count_and_changed_ones_start_afresh() {
 
     // Another route added: `main`'s limit is the same, and so is its count.
     write(&proxy, &limited("2/h", true));
-    assert_eq!(reload(&proxy).await.0, 200);
+    assert_eq!(proxy.reload().await.0, 200);
     assert_eq!(get(&proxy, "/").await.0, 429);
     assert_eq!(get(&proxy, "/other").await.0, 200);
 
     // A new quota counts afresh.
     write(&proxy, &limited("3/h", true));
-    assert_eq!(reload(&proxy).await.0, 200);
+    assert_eq!(proxy.reload().await.0, 200);
     assert_eq!(get(&proxy, "/").await.0, 200);
 }
 
@@ -297,7 +287,7 @@ async fn a_new_admin_token_applies_at_once() {
     let after = before.replace(common::secrets::ADMIN_ENV, ENV);
     assert_ne!(before, after);
     write(&proxy, &after);
-    assert_eq!(reload(&proxy).await.0, 200);
+    assert_eq!(proxy.reload().await.0, 200);
     let with = |t: &'static str| {
         client()
             .get(proxy.admin_url("/config"))
@@ -352,7 +342,7 @@ async fn running_tasks_keep_their_price_and_a_removed_route_drains() {
     // Started at 2 a step; the price goes up to 7 while it runs.
     start("started at 2").await;
     write(&proxy, &priced(7, true));
-    assert_eq!(reload(&proxy).await.0, 200);
+    assert_eq!(proxy.reload().await.0, 200);
     clock.advance(WORK);
     let settled = admin.settled("erin").await;
     assert_eq!(
@@ -365,7 +355,7 @@ async fn running_tasks_keep_their_price_and_a_removed_route_drains() {
     // to its end on the route it started on.
     start("started at 7").await;
     write(&proxy, &priced(7, false));
-    let (status, body) = reload(&proxy).await;
+    let (status, body) = proxy.reload().await;
     assert_eq!(
         (status, &body["changes"]["removed"]),
         (200, &json!(["paid"])),
@@ -442,7 +432,7 @@ async fn reloads_under_load_fail_no_request() {
     }
     for n in 1..=20 {
         write(&proxy, &version(n));
-        let (status, body) = reload(&proxy).await;
+        let (status, body) = proxy.reload().await;
         assert_eq!(status, 200, "{body}");
         assert_eq!(
             body["changes"],

@@ -5,8 +5,11 @@
 //! (`POST /credits/grant`, `POST /credits/revoke`, `GET /credits/balance`, `GET /credits/history`,
 //! `GET /credits/verify`: the ledger's invariants, see [`crate::credits::verify`]),
 //! `GET /tasks/{id}` (with its purchases), `GET /tasks/{id}/purchases`, and the config:
-//! `POST /config/reload` (see [`crate::reload`]) and `GET /config`. Keep the listener off public
+//! `POST /config/reload` (see [`crate::reload`]) and `GET /config`. And the operator's console,
+//! `/console` ([`console`]), behind a login with the same token. Keep the listener off public
 //! networks.
+
+pub mod console;
 
 use std::sync::Arc;
 
@@ -22,6 +25,7 @@ use crate::config::OnRedisError;
 use crate::reload::{Outcome, Reloader, Trigger};
 use crate::setup::Source;
 use crate::state::State;
+use console::session::constant_time_eq;
 use mapping::dialect::template::parse_query;
 use store::Account;
 use store::StoreError;
@@ -45,6 +49,7 @@ const MAX_BODY: usize = 64 * 1024;
 pub struct Admin {
     state: Arc<State>,
     reloader: Arc<Reloader>,
+    console: console::Console,
 }
 
 #[derive(Deserialize)]
@@ -58,7 +63,11 @@ struct Movement {
 
 impl Admin {
     pub fn new(state: Arc<State>, reloader: Arc<Reloader>) -> Admin {
-        Admin { state, reloader }
+        Admin {
+            console: console::Console::new(state.clone(), reloader.clone()),
+            state,
+            reloader,
+        }
     }
 
     /// `POST /config/reload`: the reload's report; 200 when applied or unchanged, 422 when the
@@ -343,6 +352,9 @@ impl ServeHttp for Admin {
                     body,
                 )
             }
+            (_, p) if p == "/console" || p.starts_with("/console/") => {
+                self.console.serve(session, &method, &path).await
+            }
             (_, p)
                 if p.starts_with("/credits/")
                     || p.starts_with("/tasks/")
@@ -364,6 +376,18 @@ impl ServeHttp for Admin {
 async fn read_json<T: serde::de::DeserializeOwned>(
     session: &mut ServerSession,
 ) -> Result<T, Box<Response<Vec<u8>>>> {
+    let body = read_body(session).await?;
+    serde_json::from_slice(&body).map_err(|e| {
+        Box::new(error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            &format!("expected {{\"plan\", \"subject\", \"amount\", \"note\"?}}: {e}"),
+        ))
+    })
+}
+
+/// The request's body, at most [`MAX_BODY`] bytes.
+async fn read_body(session: &mut ServerSession) -> Result<BytesMut, Box<Response<Vec<u8>>>> {
     let fail = |status, code, message: &str| Box::new(error(status, code, message));
     let mut body = BytesMut::new();
     loop {
@@ -378,17 +402,10 @@ async fn read_json<T: serde::de::DeserializeOwned>(
                 }
                 body.extend_from_slice(&chunk);
             }
-            Ok(None) => break,
+            Ok(None) => return Ok(body),
             Err(e) => return Err(fail(StatusCode::BAD_REQUEST, "bad_request", &e.to_string())),
         }
     }
-    serde_json::from_slice(&body).map_err(|e| {
-        fail(
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-            &format!("expected {{\"plan\", \"subject\", \"amount\", \"note\"?}}: {e}"),
-        )
-    })
 }
 
 fn balance_response(b: &store::Balance) -> Response<Vec<u8>> {
@@ -411,11 +428,6 @@ fn not_found(path: &str) -> Response<Vec<u8>> {
         "not_found",
         &format!("no admin endpoint {path}; try /healthz, /readyz, /metrics, /credits/balance"),
     )
-}
-
-/// Compares without stopping at the first difference, so timing says nothing about the token.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn error(status: StatusCode, code: &str, message: &str) -> Response<Vec<u8>> {

@@ -317,6 +317,32 @@ impl Engine {
         cx: &mut Cx<'_>,
     ) -> Result<Canonical<'static>, ProxyError> {
         let stored = self.load(t, &request.task_ref(), cx.identity).await?;
+        Ok(Canonical::front(self.cancel_stored(t, stored, cx).await?))
+    }
+
+    /// Cancels a task for the operator (the console), whoever it belongs to: as a client's
+    /// cancel, the back asked where it can be, the hold released.
+    pub async fn cancel_for_operator(
+        &self,
+        t: &Translated,
+        stored: Stored,
+    ) -> Result<Task, ProxyError> {
+        let mut spent = Spent::default();
+        let request_id = format!("console-cancel-{}", stored.task.id);
+        let mut cx = Cx {
+            request_id: &request_id,
+            identity: None,
+            spent: &mut spent,
+        };
+        self.cancel_stored(t, stored, &mut cx).await
+    }
+
+    async fn cancel_stored(
+        &self,
+        t: &Translated,
+        stored: Stored,
+        cx: &mut Cx<'_>,
+    ) -> Result<Task, ProxyError> {
         if stored.task.status.is_terminal() {
             return Err(ProxyError::Conflict(format!(
                 "task `{}` has already ended ({})",
@@ -328,7 +354,7 @@ impl Engine {
         let stored = self
             .apply(t, stored, TaskPatch::status(Status::Cancelled), cx)
             .await?;
-        Ok(Canonical::front(stored.task))
+        Ok(stored.task)
     }
 
     /// Asks the back to cancel `task`, where it has a cancel form that applies to the task (an

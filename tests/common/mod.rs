@@ -345,6 +345,18 @@ impl Proxy {
         Proxy::serve(setup, data)
     }
 
+    /// `POST /config/reload` on the admin API (its token from [`secrets::ADMIN_TOKEN`]): the
+    /// status and the report.
+    pub async fn reload(&self) -> (u16, serde_json::Value) {
+        let resp = client()
+            .post(self.admin_url("/config/reload"))
+            .bearer_auth(secrets::ADMIN_TOKEN)
+            .send()
+            .await
+            .expect("the admin API answers");
+        status_and_json(resp).await
+    }
+
     /// The config file of a proxy started with [`Proxy::start_file`].
     pub fn file(&self) -> std::path::PathBuf {
         self._data.path().join("interlingua.toml")
