@@ -66,11 +66,22 @@ impl Source {
     }
 }
 
-/// The digest of a config's text and of the mapping files in its `mappings_dir` that its routes
-/// name (the built-in dialects change only with the binary).
+/// The digest of a config's text, of the key files `[auth]` read (a rotated PEM or key set file
+/// is a change), and of the mapping files in its `mappings_dir` that its routes name (the built-in
+/// dialects change only with the binary).
 fn digest(text: &str, config: &Config) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     text.hash(&mut h);
+    for key in config.auth.iter().flat_map(|a| &a.keys) {
+        match &key.kind {
+            config::KeyKind::Pem { public, .. } => public.hash(&mut h),
+            config::KeyKind::Jwks {
+                source: config::JwksSource::File(file),
+                ..
+            } => std::fs::read(file).ok().hash(&mut h),
+            _ => {}
+        }
+    }
     let mut names: Vec<&str> = config
         .routes
         .iter()

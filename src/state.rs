@@ -198,8 +198,22 @@ impl Live {
         engine: &Engine,
         seal_key: &Arc<[u8]>,
     ) -> Result<Live, StateError> {
+        // A key set read from a file is read again by a new verifier (a reload after rotating it).
+        let jwks_file = |a: &crate::config::Auth| {
+            a.keys.iter().any(|k| {
+                matches!(
+                    k.kind,
+                    crate::config::KeyKind::Jwks {
+                        source: crate::config::JwksSource::File(_),
+                        ..
+                    }
+                )
+            })
+        };
         let auth = match (&config.auth, prev) {
-            (Some(a), Some(p)) if p.config.auth.as_ref() == Some(a) => p.auth.clone(),
+            (Some(a), Some(p)) if p.config.auth.as_ref() == Some(a) && !jwks_file(a) => {
+                p.auth.clone()
+            }
             (Some(a), _) => Some(Arc::new(
                 Authenticator::new(a, engine.client.clone()).map_err(StateError::Key)?,
             )),

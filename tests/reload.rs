@@ -537,3 +537,38 @@ async fn editing_a_mapping_file_reloads_it() {
     assert!(problem.contains("mip003.toml:"), "{live}");
     assert_eq!(live["generation"], 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_key_set_file_applies_after_a_reload() {
+    use common::tokens::{claims, set_key, sign};
+    use jsonwebtoken::Algorithm;
+    let a = named("a").await;
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("keys.json");
+    let (old_jwk, old_key) = set_key(0, "old");
+    let (new_jwk, new_key) = set_key(1, "new");
+    std::fs::write(&set, json!({ "keys": [old_jwk] }).to_string()).unwrap();
+    // Refreshed on an unknown `kid` at most hourly: only a reload reads the file again here.
+    let key = format!(
+        "\n[[auth.keys]]\nid = \"set\"\ntype = \"jwks\"\njwks_file = \"{}\"\nrefresh_interval = \"1h\"\nalgorithms = [\"ES256\"]\n\n",
+        set.display()
+    );
+    let text = config(&[("main", "/", a.addr)], false, "auth = true");
+    let text = text.replacen("[[upstreams]]", &format!("{key}[[upstreams]]"), 1);
+    let proxy = Proxy::start_file(&text);
+    let who = claims(json!({"iss": null, "aud": null, "sub": "erin"}));
+    let call = |key: &jsonwebtoken::EncodingKey, kid: &str| {
+        let bearer = sign(Algorithm::ES256, Some(kid), key, &who);
+        let req = client().get(proxy.url("/")).bearer_auth(bearer).send();
+        async move { req.await.unwrap().status().as_u16() }
+    };
+    assert_eq!(call(&old_key, "old").await, 200);
+    assert_eq!(call(&new_key, "new").await, 401);
+
+    // The operator rotates the file and reloads: the config text is the same, the keys are not.
+    std::fs::write(&set, json!({ "keys": [new_jwk] }).to_string()).unwrap();
+    let (status, body) = proxy.reload().await;
+    assert_eq!((status, &body["result"]), (200, &json!("ok")), "{body}");
+    assert_eq!(call(&new_key, "new").await, 200);
+    assert_eq!(call(&old_key, "old").await, 401);
+}

@@ -30,6 +30,10 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the proxy. Stops gracefully on SIGTERM or SIGINT (a second signal stops at once).
+    /// Reloads the config, without dropping a request, on SIGHUP, when the config file or a
+    /// mapping file changes ([server] watch_config), or on POST /config/reload (admin listener);
+    /// a config with problems changes nothing. The admin listener also serves the console at
+    /// /console.
     Serve(ConfigArg),
     /// Validate a config file and print every problem with file:line:col; exit 1 if any.
     /// --allow-missing-env: secrets named by environment variables that are not set here are
