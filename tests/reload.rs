@@ -88,6 +88,15 @@ async fn routes_added_changed_and_removed_by_the_admin_api_serve_at_once() {
     );
     assert_eq!(get(&proxy, "/two").await, (200, "b".to_string()));
 
+    // A reload is a POST.
+    let resp = client()
+        .get(proxy.admin_url("/config/reload"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 405);
+
     // The same files again: nothing to do.
     let (status, body) = proxy.reload().await;
     assert_eq!(

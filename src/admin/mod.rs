@@ -243,6 +243,11 @@ impl Admin {
         match (method, path) {
             (&Method::POST, "/config/reload") => self.reload().await,
             (&Method::GET, "/config") => self.config(),
+            (_, "/config/reload") | (_, "/config") => error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "GET /config reads the live config; POST /config/reload reloads it",
+            ),
             (&Method::POST, "/credits/grant") | (&Method::POST, "/credits/revoke") => {
                 let m: Movement = match read_json(session).await {
                     Ok(m) => m,

@@ -223,7 +223,7 @@ impl Reloader {
         self.generation.set(live.generation as i64);
         self.last_success.set(unix_now());
         *self.loaded_at.lock() = now_rfc3339();
-        warn_on_moved_agents(&self.state, old, &live.config);
+        warn_on_moved_agents(old, &live.config);
         Ok(changes)
     }
 }
@@ -254,7 +254,7 @@ fn changes(old: &Config, new: &Config) -> Changes {
 /// A route whose agent (its upstream's address) changed sends the polls of its running tasks to
 /// the new agent, which does not know them: say so, so that the operator can give a new agent a
 /// new route instead.
-fn warn_on_moved_agents(state: &State, old: &Config, new: &Config) {
+fn warn_on_moved_agents(old: &Config, new: &Config) {
     for r in &new.routes {
         let Some(o) = old.routes.iter().find(|o| o.name == r.name) else {
             continue;
@@ -264,12 +264,10 @@ fn warn_on_moved_agents(state: &State, old: &Config, new: &Config) {
             continue;
         };
         if r.is_translated() && a.authority() != b.authority() {
-            let watched = state.watcher.watching();
             tracing::warn!(
                 route = %r.name,
                 from = %a.authority(),
                 to = %b.authority(),
-                watched_tasks = watched,
                 "the route now reaches another agent: its unfinished tasks are polled there"
             );
         }
