@@ -15,7 +15,7 @@
 //! | `metrics`   | Prometheus counters and histograms |
 //! | `request_id`| the X-Request-Id header: kept when sane, made when not |
 //! | `config`    | the TOML file (`file`), read section by section, validated into `model`; `url` |
-//! | `telemetry` | logging and the access-log event |
+//! | `telemetry` | logging and the access-log event; `trace`, OpenTelemetry spans exported over OTLP |
 //! | `setup`     | a config and the dialects its routes name, loaded together |
 //! | `routing`   | host → longest path prefix → method |
 //! | `upstream`  | the client every call to an agent or service goes through, peers, `UpstreamError` |

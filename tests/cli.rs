@@ -3,9 +3,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::process::{interlingua, Served};
 use common::{client, one_route, Upstream, DEADLINE};
@@ -127,7 +127,7 @@ fn check_reports_every_problem_with_its_line_and_column() {
         "F:25:9: routes[0].back: front `mip999` and back `passthrough`: passthrough is on both sides or neither",
         "F:28:49: routes[1].match.methods[1]: `not a method` is not an HTTP method",
         "F:30:12: routes[1].max_body: `huge` is not a size; examples: \"10MiB\", \"512KB\", \"1048576\"",
-        "F:32:2: unknown_table: unknown section `unknown_table`; expected one of: server, log, admin, auth, store, limits, listeners, upstreams, routes",
+        "F:32:2: unknown_table: unknown section `unknown_table`; expected one of: server, log, admin, auth, store, limits, telemetry, listeners, upstreams, routes",
         "./mappings/mip999.toml: no mapping file for dialect `mip999`; available: a2a, lmos, mcp, mip003, multiagent_eval, nearai, nevermined, openai_chat, passthrough",
         "13 problem(s) found",
     ];
@@ -270,17 +270,6 @@ fn serve_with_stderr(config: &str, dir: &Path, stderr: Stdio) -> Served {
     common::process::serve(&file, stderr)
 }
 
-fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        assert!(started.elapsed() < DEADLINE, "the process did not exit");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_the_request_in_flight_finish_then_exits_0() {
     let release = Arc::new(Notify::new());
@@ -319,9 +308,7 @@ async fn sigterm_lets_the_request_in_flight_finish_then_exits_0() {
     let resp = in_flight.await.unwrap().unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.text().await.unwrap(), "done");
-    let status = tokio::task::spawn_blocking(move || wait_exit(&mut served.child))
-        .await
-        .unwrap();
+    let status = served.exited().await;
     assert_eq!(status.code(), Some(0));
 }
 
@@ -329,7 +316,7 @@ async fn sigterm_lets_the_request_in_flight_finish_then_exits_0() {
 async fn sigint_stops_an_idle_server_with_exit_code_0() {
     let upstream = Upstream::ok().await;
     let dir = tempfile::tempdir().unwrap();
-    let mut served = serve(
+    let served = serve(
         &test_config("", &one_route(upstream.addr, "", "")),
         dir.path(),
     );
@@ -340,9 +327,7 @@ async fn sigint_stops_an_idle_server_with_exit_code_0() {
         .unwrap();
     assert_eq!(resp.status(), 200);
     kill(Pid::from_raw(served.child.id() as i32), Signal::SIGINT).unwrap();
-    let status = tokio::task::spawn_blocking(move || wait_exit(&mut served.child))
-        .await
-        .unwrap();
+    let status = served.exited().await;
     assert_eq!(status.code(), Some(0));
 }
 
@@ -352,7 +337,7 @@ async fn json_logs_carry_one_access_event_per_request() {
     let dir = tempfile::tempdir().unwrap();
     let log_path = dir.path().join("stderr.log");
     let log_file = std::fs::File::create(&log_path).unwrap();
-    let mut served = serve_with_stderr(
+    let served = serve_with_stderr(
         &test_config(
             "",
             &format!(
@@ -373,9 +358,7 @@ async fn json_logs_carry_one_access_event_per_request() {
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.text().await.unwrap(), "ok");
     kill(Pid::from_raw(served.child.id() as i32), Signal::SIGTERM).unwrap();
-    let status = tokio::task::spawn_blocking(move || wait_exit(&mut served.child))
-        .await
-        .unwrap();
+    let status = served.exited().await;
     assert_eq!(status.code(), Some(0));
 
     let log = std::fs::read_to_string(&log_path).unwrap();
@@ -743,8 +726,6 @@ async fn sighup_reloads_the_config_and_a_broken_file_leaves_it_serving() {
     assert_eq!(get("/two").await.unwrap().status(), 200);
 
     kill(Pid::from_raw(served.child.id() as i32), Signal::SIGTERM).unwrap();
-    let status = tokio::task::spawn_blocking(move || wait_exit(&mut served.child))
-        .await
-        .unwrap();
+    let status = served.exited().await;
     assert_eq!(status.code(), Some(0));
 }

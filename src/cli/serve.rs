@@ -28,7 +28,7 @@ pub fn run(arg: &ConfigArg) -> ExitCode {
 /// line on stdout (so a signal sent after the line is always handled). Hold the [`LogFlush`]
 /// until the server has stopped: dropping it writes out the last log lines.
 pub(super) fn start(setup: Setup) -> Result<(Server, LogFlush), ExitCode> {
-    let log = telemetry::init(&setup.config.log).map_err(|e| {
+    let log = telemetry::init(&setup.config.log, setup.config.telemetry.as_ref()).map_err(|e| {
         eprintln!("interlingua: {e}");
         ExitCode::FAILURE
     })?;

@@ -46,6 +46,16 @@ pub struct LogSection {
     pub access_log: Option<bool>,
 }
 
+/// `[telemetry]`: traces, exported over OTLP/HTTP.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetrySection {
+    /// The collector's traces endpoint (`http://host:4318/v1/traces`); absent: no traces.
+    pub otlp_endpoint: Option<Spanned<String>>,
+    pub sample_ratio: Option<Spanned<f64>>,
+    pub service_name: Option<Spanned<String>>,
+}
+
 /// The log formats a user can name.
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -8,7 +8,7 @@ use redis::IntoConnectionInfo;
 use super::access::from_env;
 use super::file::LimitsSection;
 use super::model::{OnRedisError, SharedLimits};
-use super::validate::duration;
+use super::validate::{duration, no_effect_without};
 use mapping::problem::Collector;
 
 /// A request must never wait long on Redis: a round trip on a LAN takes well under a millisecond.
@@ -43,19 +43,12 @@ pub fn limits(l: Option<&LimitsSection>, p: &mut Collector<'_>) -> Option<Option
         },
     };
     let Some(url) = &l.redis else {
-        for (set, key) in [
+        let set = [
             (l.on_redis_error.is_some(), "on_redis_error"),
             (l.redis_timeout.is_some(), "redis_timeout"),
             (l.redis_password_env.is_some(), "redis_password_env"),
-        ] {
-            if set {
-                p.at(
-                    None,
-                    format!("limits.{key}"),
-                    "has no effect without limits.redis",
-                );
-            }
-        }
+        ];
+        no_effect_without(&set, "limits", "redis", p);
         return if p.len() == before { Some(None) } else { None };
     };
     let text = url.get_ref().trim();

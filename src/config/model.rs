@@ -24,6 +24,8 @@ pub struct Config {
     pub auth: Option<Auth>,
     /// `[limits] redis`: rate limits shared through Redis; `None`: each instance counts alone.
     pub shared_limits: Option<SharedLimits>,
+    /// `[telemetry] otlp_endpoint`: traces exported over OTLP; `None`: no traces.
+    pub telemetry: Option<Telemetry>,
 }
 
 /// Process-wide settings.
@@ -151,6 +153,18 @@ pub struct LogSettings {
     pub filter: String,
     /// Whether to emit one access-log event per request.
     pub access_log: bool,
+}
+
+/// Traces: one span per request and per call it makes, exported over OTLP/HTTP (protobuf).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Telemetry {
+    /// The collector's traces endpoint, used as written (`http://127.0.0.1:4318/v1/traces`).
+    pub otlp_endpoint: String,
+    /// The share of traces begun here that are kept, from 0 to 1. A request whose client sent a
+    /// `traceparent` is kept or not as its sampled flag says.
+    pub sample_ratio: f64,
+    /// The `service.name` the spans are exported under.
+    pub service_name: String,
 }
 
 /// The admin listener (health, readiness, metrics, and the credits and task API).
@@ -288,6 +302,13 @@ pub struct RateLimits {
     pub per_subject: Option<Quota>,
     pub route: Option<Quota>,
     pub per_client: Option<Quota>,
+}
+
+impl RateLimits {
+    /// Whether the route has no limit at all.
+    pub fn is_empty(&self) -> bool {
+        self.per_subject.is_none() && self.route.is_none() && self.per_client.is_none()
+    }
 }
 
 /// Rate limits kept in Redis, shared by every instance that names the same server.

@@ -9,7 +9,7 @@ use toml::Spanned;
 
 use super::file::{
     AdminSection, AuthSection, LimitsSection, ListenerEntry, LogSection, RouteEntry, ServerSection,
-    StoreSection, UpstreamEntry,
+    StoreSection, TelemetrySection, UpstreamEntry,
 };
 use mapping::problem::{one, Collector};
 
@@ -22,6 +22,7 @@ pub struct RawConfig {
     pub auth: Option<AuthSection>,
     pub store: Option<StoreSection>,
     pub limits: Option<LimitsSection>,
+    pub telemetry: Option<TelemetrySection>,
     /// `(index in the file, entry)`, so messages can name `listeners[2]`.
     pub listeners: Vec<(usize, ListenerEntry)>,
     pub upstreams: Vec<(usize, UpstreamEntry)>,
@@ -40,6 +41,7 @@ const SECTIONS: &[&str] = &[
     "auth",
     "store",
     "limits",
+    "telemetry",
     "listeners",
     "upstreams",
     "routes",
@@ -65,6 +67,7 @@ pub fn read(root: DeTable<'_>, problems: &mut Collector<'_>) -> RawConfig {
             "auth" => raw.auth = one(value, name, problems),
             "store" => raw.store = one(value, name, problems),
             "limits" => raw.limits = one(value, name, problems),
+            "telemetry" => raw.telemetry = one(value, name, problems),
             "listeners" => {
                 raw.has_listeners = true;
                 raw.listeners = many(value, name, problems);

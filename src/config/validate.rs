@@ -67,6 +67,7 @@ pub fn build(raw: RawConfig, origin: &str, p: &mut Collector<'_>) -> Option<Conf
     };
     let routes = routes(&raw, &upstreams, auth_state, p);
     let shared_limits = super::limits::limits(raw.limits.as_ref(), p);
+    let telemetry = telemetry(raw.telemetry.as_ref(), p);
     if !p.is_empty() {
         return None;
     }
@@ -81,6 +82,7 @@ pub fn build(raw: RawConfig, origin: &str, p: &mut Collector<'_>) -> Option<Conf
         routes,
         auth: auth?,
         shared_limits: shared_limits?,
+        telemetry: telemetry?,
     })
 }
 
@@ -243,6 +245,92 @@ fn log(s: &file::LogSection, p: &mut Collector<'_>) -> Option<LogSettings> {
         filter,
         access_log: s.access_log.unwrap_or(true),
     })
+}
+
+/// `[telemetry]`. `Some(None)`: no traces (no section, or one without `otlp_endpoint` and
+/// nothing else); `None`: problems were recorded.
+fn telemetry(
+    t: Option<&file::TelemetrySection>,
+    p: &mut Collector<'_>,
+) -> Option<Option<Telemetry>> {
+    let Some(t) = t else {
+        return Some(None);
+    };
+    let before = p.len();
+    let sample_ratio = match &t.sample_ratio {
+        None => 1.0,
+        Some(r) if (0.0..=1.0).contains(r.get_ref()) => *r.get_ref(),
+        Some(r) => {
+            p.at(
+                Some(r.span()),
+                "telemetry.sample_ratio",
+                format!(
+                    "{} is not a share of traces: use a number from 0 to 1",
+                    r.get_ref()
+                ),
+            );
+            0.0
+        }
+    };
+    let service_name = match &t.service_name {
+        None => "interlingua".to_string(),
+        Some(n) if n.get_ref().trim().is_empty() => {
+            p.at(
+                Some(n.span()),
+                "telemetry.service_name",
+                "must not be empty",
+            );
+            String::new()
+        }
+        Some(n) => n.get_ref().trim().to_string(),
+    };
+    let Some(endpoint) = &t.otlp_endpoint else {
+        let set = [
+            (t.sample_ratio.is_some(), "sample_ratio"),
+            (t.service_name.is_some(), "service_name"),
+        ];
+        no_effect_without(&set, "telemetry", "otlp_endpoint", p);
+        return (p.len() == before).then_some(None);
+    };
+    let text = endpoint.get_ref().trim();
+    match super::url::Url::parse(text) {
+        // The exporter's HTTP client is built without TLS (see telemetry::trace).
+        Ok(url) if url.tls => p.at(
+            Some(endpoint.span()),
+            "telemetry.otlp_endpoint",
+            format!("`{text}`: https is not supported; send to a collector over http:// (one beside the proxy, or on a private network)"),
+        ),
+        Ok(_) => {}
+        Err(e) => p.at(
+            Some(endpoint.span()),
+            "telemetry.otlp_endpoint",
+            format!("{e}; write the collector's traces endpoint, e.g. http://127.0.0.1:4318/v1/traces"),
+        ),
+    }
+    (p.len() == before).then(|| {
+        Some(Telemetry {
+            otlp_endpoint: text.to_string(),
+            sample_ratio,
+            service_name,
+        })
+    })
+}
+
+/// Reports each of `set`'s keys of `section` that is set, `(set, key)`, as having no effect
+/// without the section's `needed` key.
+pub(super) fn no_effect_without(
+    set: &[(bool, &str)],
+    section: &str,
+    needed: &str,
+    p: &mut Collector<'_>,
+) {
+    for (_, key) in set.iter().filter(|(set, _)| *set) {
+        p.at(
+            None,
+            format!("{section}.{key}"),
+            format!("has no effect without {section}.{needed}"),
+        );
+    }
 }
 
 fn admin(a: Option<&file::AdminSection>, p: &mut Collector<'_>) -> Option<AdminListener> {
@@ -931,5 +1019,64 @@ mod tests {
         let shown = format!("{config:?}");
         assert!(!shown.contains("a secret"), "{shown}");
         assert!(shown.contains("SealKey(35 bytes)"), "{shown}");
+    }
+
+    /// `[telemetry]` holding `body`, validated: what it became, or every problem as text.
+    fn telemetry(body: &str) -> Result<Option<crate::config::Telemetry>, String> {
+        let text = format!("[telemetry]\n{body}\n\n[[listeners]]\naddress = \"127.0.0.1:0\"\n");
+        parse(&text, "t.toml")
+            .map(|c| c.telemetry)
+            .map_err(|p| p.to_string())
+    }
+
+    #[test]
+    fn telemetry_needs_an_http_endpoint_and_takes_a_ratio_from_0_to_1() {
+        assert_eq!(telemetry(""), Ok(None));
+        let on = telemetry("otlp_endpoint = \"http://127.0.0.1:4318/v1/traces\"")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (
+                on.otlp_endpoint.as_str(),
+                on.sample_ratio,
+                on.service_name.as_str()
+            ),
+            ("http://127.0.0.1:4318/v1/traces", 1.0, "interlingua")
+        );
+        // An integer is a ratio too.
+        let some = telemetry(
+            "otlp_endpoint = \"http://collector:4318/v1/traces\"\nsample_ratio = 0\nservice_name = \"gw\"",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!((some.sample_ratio, some.service_name.as_str()), (0.0, "gw"));
+        let wrong = telemetry(
+            "otlp_endpoint = \"https://collector/v1/traces\"\nsample_ratio = 1.5\nservice_name = \" \"",
+        )
+        .unwrap_err();
+        for part in [
+            "t.toml:2:17: telemetry.otlp_endpoint: `https://collector/v1/traces`: https is not supported",
+            "t.toml:3:16: telemetry.sample_ratio: 1.5 is not a share of traces: use a number from 0 to 1",
+            "t.toml:4:16: telemetry.service_name: must not be empty",
+        ] {
+            assert!(wrong.contains(part), "no `{part}` in:\n{wrong}");
+        }
+        let not_a_url = telemetry("otlp_endpoint = \"collector:4318\"").unwrap_err();
+        assert!(
+            not_a_url.contains(
+                "telemetry.otlp_endpoint: `collector:4318` is not an http:// or https:// URL"
+            ),
+            "{not_a_url}"
+        );
+        let unknown = telemetry("headers_env = \"OTLP_HEADERS\"").unwrap_err();
+        assert!(
+            unknown.contains("t.toml:2:1: telemetry: unknown field `headers_env`"),
+            "{unknown}"
+        );
+        let alone = telemetry("sample_ratio = 0.5").unwrap_err();
+        assert!(
+            alone.contains("telemetry.sample_ratio: has no effect without telemetry.otlp_endpoint"),
+            "{alone}"
+        );
     }
 }

@@ -22,6 +22,7 @@ use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
 use super::{parse_answer, request_header, Cx, Engine, Translated};
+use crate::telemetry::trace;
 use mapping::dialect::doc::text_of;
 pub(super) use mapping::dialect::doc::WithDiscovered;
 use mapping::dialect::{self, Canonical, Decoded, Message};
@@ -147,8 +148,14 @@ impl Engine {
             Some(b) => Some(Bytes::from(serde_json::to_vec(b).ok()?)),
             None => None,
         };
-        let header = request_header(&call.method, &path, t, &msg, body.as_ref(), cx).ok()?;
-        let answer = match self.client.call(&t.upstream, header, body).await {
+        let span = trace::agent_call(
+            &t.upstream.config,
+            &t.back.name,
+            Some(&call.name),
+            &call.method,
+        );
+        let header = request_header(&call.method, &path, t, &msg, body.as_ref(), cx, &span).ok()?;
+        let answer = match self.exchange(t, header, body, span).await {
             Ok(a) => a,
             Err(e) => {
                 tracing::debug!(route = %t.route, error = %e, "discovery failed");

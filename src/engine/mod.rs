@@ -41,11 +41,13 @@ use http::Method;
 use parking_lot::Mutex;
 use pingora::http::RequestHeader;
 use serde_json::{Map, Value};
+use tracing::{Instrument, Span};
 
 use crate::auth::Identity;
 use crate::config::{Access, Price, Route, Translation};
 use crate::error::ProxyError;
 use crate::metrics::Metrics;
+use crate::telemetry::trace::{self, ClientTrace};
 use crate::upstream::Client;
 use crate::upstream::UpstreamError;
 use crate::upstream::UpstreamState;
@@ -162,6 +164,8 @@ pub struct FrontRequest<'a> {
     pub request_id: &'a str,
     /// Who is calling, on routes with auth.
     pub identity: Option<&'a Identity>,
+    /// The client's trace context, passed on to the agent when traces are off.
+    pub trace: &'a ClientTrace,
 }
 
 /// The answer to a front request.
@@ -183,6 +187,8 @@ pub struct Cx<'a> {
     pub request_id: &'a str,
     /// Who is calling, on routes with auth.
     pub identity: Option<&'a Identity>,
+    /// The client's trace context (requests; none for the watcher's calls).
+    pub trace: Option<&'a ClientTrace>,
     pub spent: &'a mut Spent,
 }
 
@@ -225,6 +231,15 @@ impl Engine {
         }
     }
 
+    /// The span of one call to the store (`op`, the `TaskStore` method), below the current
+    /// span when that is a traced request's or the watcher's; `Span::none()` otherwise.
+    pub(super) fn store_span(&self, op: &'static str) -> Span {
+        if !trace::enabled() {
+            return Span::none();
+        }
+        trace::store(op, self.store.backend())
+    }
+
     /// Forgets what route `name`'s back said about itself (its input schema, its discovery): a
     /// reload pointed the route at another agent, or removed it.
     pub fn forget_route(&self, name: &str) {
@@ -244,6 +259,7 @@ impl Engine {
         let mut cx = Cx {
             request_id: req.request_id,
             identity: req.identity,
+            trace: Some(req.trace),
             spent,
         };
         let cx = &mut cx;
@@ -349,6 +365,11 @@ impl Engine {
                 };
                 self.charge(&task_id, &capture, cx).await?;
             }
+        }
+        if trace::enabled() {
+            // `handle` runs in the request's span.
+            let task_id = out.task_id();
+            trace::request_task(&Span::current(), task_id.as_deref(), cx.spent.charged);
         }
         if t.price.is_some() {
             // What this request charged, for fronts that report it (Nevermined's NVMCreditsConsumed).
@@ -571,8 +592,19 @@ impl Engine {
             )),
             None => None,
         };
-        let header = request_header(call.method, &target, t, &msg, body.as_ref(), cx)?;
-        let answer = match self.client.call(&t.upstream, header, body).await {
+        let span = trace::agent_call(
+            &t.upstream.config,
+            &t.back.name,
+            Some(call.name),
+            call.method,
+        );
+        if !span.is_none() {
+            if let Some(c) = doc.get(&["task".to_string(), "conversation".to_string()]) {
+                span.record("gen_ai.conversation.id", text_of(c));
+            }
+        }
+        let header = request_header(call.method, &target, t, &msg, body.as_ref(), cx, &span)?;
+        let answer = match self.exchange(t, header, body, span).await {
             Ok(a) => a,
             Err(e) => {
                 *moved = matches!(e, UpstreamError::Failed { .. });
@@ -597,6 +629,27 @@ impl Engine {
             ..Message::default()
         };
         translation::read_answer(call, &reply, &t.back_ctx(), seed, &t.upstream.config.name)
+    }
+
+    /// Sends one request to the back in `span`, the call's `invoke_agent` span (see
+    /// [`trace::agent_call`]), which records the answer's status or why there is none.
+    async fn exchange(
+        &self,
+        t: &Translated,
+        header: RequestHeader,
+        body: Option<Bytes>,
+        span: Span,
+    ) -> Result<crate::upstream::Answer, UpstreamError> {
+        let answer = self
+            .client
+            .call(&t.upstream, header, body)
+            .instrument(span.clone())
+            .await;
+        match &answer {
+            Ok(a) => trace::agent_answered(&span, Ok(a.status)),
+            Err(e) => trace::agent_answered(&span, Err(ProxyError::from(e.clone()).code())),
+        }
+        answer
     }
 
     /// An error answer from the back: its message, read with the back's error rules.
@@ -630,8 +683,9 @@ impl Engine {
 }
 
 /// The request header for a back call: the mapping's headers, the route's credential for the
-/// agent, and the caller's verified identity when the route passes it on. The client's own
-/// `Authorization` never gets here: the engine builds upstream requests from scratch.
+/// agent, the caller's verified identity when the route passes it on, and the trace context
+/// (`span`'s, the call's own, when traced; else the client's). The client's own `Authorization`
+/// never gets here: the engine builds upstream requests from scratch.
 fn request_header(
     method: &Method,
     target: &str,
@@ -639,6 +693,7 @@ fn request_header(
     msg: &Message,
     body: Option<&Bytes>,
     cx: &Cx<'_>,
+    span: &Span,
 ) -> Result<RequestHeader, ProxyError> {
     let internal = |e: Box<pingora::Error>| {
         ProxyError::Internal(format!("building the upstream request: {e}"))
@@ -666,6 +721,7 @@ fn request_header(
     }
     crate::upstream::add_route_headers(&mut h, &t.access, cx.identity.map(|i| i.caller()))
         .map_err(internal)?;
+    trace::propagate(span, cx.trace, &mut h).map_err(internal)?;
     Ok(h)
 }
 
@@ -801,9 +857,11 @@ mod tests {
         let cx = Cx {
             request_id: "r-1",
             identity: None,
+            trace: None,
             spent: &mut spent,
         };
-        let h = request_header(&op.method, &path, &t, &msg, None, &cx).expect("a header");
+        let h = request_header(&op.method, &path, &t, &msg, None, &cx, &Span::none())
+            .expect("a header");
         h.headers
             .get_all(http::header::ACCEPT)
             .iter()

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use chrono::Utc;
 use serde_json::{json, Value};
+use tracing::Instrument;
 
 use super::views::patch_of;
 use super::{translation, Cx, Engine, Spent, Translated};
@@ -12,6 +13,7 @@ use crate::auth::Identity;
 use crate::config::Validation;
 use crate::credits;
 use crate::error::ProxyError;
+use crate::telemetry::trace::{self, ClientTrace};
 use crate::upstream::UpstreamError;
 use mapping::dialect::doc::{Agent, Availability, Page, Search, TaskRef};
 use mapping::dialect::mapping::{Op, Returns};
@@ -29,6 +31,13 @@ const MAX_TURNS: u32 = 10;
 
 pub(super) fn store_error(e: StoreError) -> ProxyError {
     ProxyError::Store(e)
+}
+
+/// Who a background execution works for: the request that started it.
+struct Caller<'a> {
+    request_id: &'a str,
+    identity: Option<&'a Identity>,
+    trace: Option<&'a ClientTrace>,
 }
 
 impl Engine {
@@ -75,6 +84,7 @@ impl Engine {
         };
         self.store
             .insert_with_hold(&task, hold.as_ref())
+            .instrument(self.store_span("insert_with_hold"))
             .await
             .map_err(|e| match e {
                 StoreError::Insufficient { available, needed } => ProxyError::PaymentRequired {
@@ -101,7 +111,18 @@ impl Engine {
             let task = stored.task.clone();
             let rid = cx.request_id.to_string();
             let identity = cx.identity.cloned();
-            tokio::spawn(async move { engine.execute(&t2, stored, &rid, identity.as_ref()).await });
+            let client_trace = cx.trace.cloned();
+            tokio::spawn(
+                async move {
+                    let caller = Caller {
+                        request_id: &rid,
+                        identity: identity.as_ref(),
+                        trace: client_trace.as_ref(),
+                    };
+                    engine.execute(&t2, stored, caller).await
+                }
+                .instrument(trace::background("execute")),
+            );
             return Ok(Canonical::front(task));
         }
 
@@ -139,18 +160,14 @@ impl Engine {
         Ok(Canonical::front(stored.task))
     }
 
-    /// Runs a create on a back that answers only when done, and stores the outcome.
-    async fn execute(
-        &self,
-        t: &Translated,
-        stored: Stored,
-        request_id: &str,
-        identity: Option<&Identity>,
-    ) {
+    /// Runs a create on a back that answers only when done, for `caller`, and stores the
+    /// outcome.
+    async fn execute(&self, t: &Translated, stored: Stored, caller: Caller<'_>) {
         let mut spent = Spent::default();
         let mut cx = Cx {
-            request_id,
-            identity,
+            request_id: caller.request_id,
+            identity: caller.identity,
+            trace: caller.trace,
             spent: &mut spent,
         };
         let back_doc = Canonical::back(&stored.task);
@@ -332,6 +349,7 @@ impl Engine {
         let mut cx = Cx {
             request_id: &request_id,
             identity: None,
+            trace: None,
             spent: &mut spent,
         };
         self.cancel_stored(t, stored, &mut cx).await
@@ -391,6 +409,7 @@ impl Engine {
         let mut cx = Cx {
             request_id: &request_id,
             identity: None,
+            trace: None,
             spent: &mut spent,
         };
         if let Err(e) = self.cancel_on_back(t, &stored.task, &mut cx).await {
@@ -415,6 +434,15 @@ impl Engine {
         Ok(stored)
     }
 
+    /// The store's search, in a `store.search` span.
+    pub(super) async fn find(&self, query: &TaskQuery) -> Result<(Vec<Task>, u64), ProxyError> {
+        self.store
+            .search(query)
+            .instrument(self.store_span("search"))
+            .await
+            .map_err(store_error)
+    }
+
     /// search_tasks: from the store, this route's tasks only.
     pub(super) async fn search(
         &self,
@@ -423,7 +451,7 @@ impl Engine {
         cx: &mut Cx<'_>,
     ) -> Result<Canonical<'static>, ProxyError> {
         let (query, page, page_size) = search_query(t, request, cx.identity);
-        let (tasks, total) = self.store.search(&query).await.map_err(store_error)?;
+        let (tasks, total) = self.find(&query).await?;
         let page = Page {
             total,
             page,
@@ -589,7 +617,7 @@ impl Engine {
                     page_size: 1,
                     ..TaskQuery::default()
                 };
-                let (found, _) = self.store.search(&query).await.map_err(store_error)?;
+                let (found, _) = self.find(&query).await?;
                 found
                     .into_iter()
                     .next()
@@ -598,7 +626,13 @@ impl Engine {
             }
             (None, None) => return Err(ProxyError::InvalidRequest("no task id".to_string())),
         };
-        match self.store.get(&id).await.map_err(store_error)? {
+        match self
+            .store
+            .get(&id)
+            .instrument(self.store_span("get"))
+            .await
+            .map_err(store_error)?
+        {
             // Another route's task, or another subject's, is not there for this caller.
             Some(s)
                 if s.task.route == t.route
@@ -653,16 +687,26 @@ impl Engine {
             self.store.shared()
                 && !fresh.is_zero()
                 && !matches!(
-                    self.store.claim_refresh(&stored.task.id, fresh).await,
+                    self.store
+                        .claim_refresh(&stored.task.id, fresh)
+                        .instrument(self.store_span("claim_refresh"))
+                        .await,
                     Ok(true) | Err(_)
                 )
         };
         if super::follow::is_fresh(*last, fresh) || fresh_elsewhere().await {
             drop(last);
-            return Ok(match self.store.get(&stored.task.id).await {
-                Ok(Some(newer)) if newer.version > stored.version => newer,
-                _ => stored,
-            });
+            return Ok(
+                match self
+                    .store
+                    .get(&stored.task.id)
+                    .instrument(self.store_span("get"))
+                    .await
+                {
+                    Ok(Some(newer)) if newer.version > stored.version => newer,
+                    _ => stored,
+                },
+            );
         }
         let started = tokio::time::Instant::now();
         let back_doc = Canonical::back(&stored.task);
@@ -706,6 +750,7 @@ impl Engine {
             match self
                 .store
                 .update_and_settle(&task, stored.version, &settlement)
+                .instrument(self.store_span("update_and_settle"))
                 .await
             {
                 Ok((version, settled)) => {
@@ -740,6 +785,7 @@ impl Engine {
                     stored = self
                         .store
                         .get(&task.id)
+                        .instrument(self.store_span("get"))
                         .await
                         .map_err(store_error)?
                         .ok_or_else(|| ProxyError::TaskNotFound(task.id.clone()))?;
@@ -766,6 +812,7 @@ impl Engine {
         let mut cx = Cx {
             request_id: &request_id,
             identity: None,
+            trace: None,
             spent: &mut spent,
         };
         let patch = TaskPatch {
@@ -787,6 +834,7 @@ impl Engine {
         let settled = self
             .store
             .charge(task_id, capture)
+            .instrument(self.store_span("charge"))
             .await
             .map_err(store_error)?;
         cx.spent.charged += settled.captured;

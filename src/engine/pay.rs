@@ -3,6 +3,7 @@
 //! right after the back's create answer, [`Engine::follow_payment`] on every refresh.
 
 use chrono::Utc;
+use tracing::Instrument;
 
 use super::{Cx, Engine, Translated};
 use crate::error::ProxyError;
@@ -79,6 +80,7 @@ impl Engine {
         let found = self
             .store
             .purchases(&stored.task.id)
+            .instrument(self.store_span("purchases"))
             .await
             .map_err(ProxyError::Store)?;
         let Some(purchase) = found.into_iter().next() else {
@@ -118,6 +120,7 @@ impl Engine {
     ) -> Result<Stored, ProxyError> {
         self.store
             .save_purchase(&purchase)
+            .instrument(self.store_span("save_purchase"))
             .await
             .map_err(ProxyError::Store)?;
         if stored.task.status.is_terminal() {

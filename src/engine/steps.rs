@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::ops::{cx_subject, paging, store_error};
+use super::ops::{cx_subject, paging};
 use super::{Cx, Engine, Translated};
 use crate::error::ProxyError;
 use mapping::dialect::doc::{standalone_step, Page, TaskRef};
@@ -54,7 +54,7 @@ impl Engine {
                         page_size: 10,
                         ..TaskQuery::default()
                     };
-                    let (found, _) = self.store.search(&query).await.map_err(store_error)?;
+                    let (found, _) = self.find(&query).await?;
                     match found
                         .into_iter()
                         .find(|task| task.steps.iter().any(|s| &s.id == step))
@@ -79,7 +79,7 @@ impl Engine {
                     page_size: TASKS_SEARCHED,
                     ..TaskQuery::default()
                 };
-                self.store.search(&query).await.map_err(store_error)?.0
+                self.find(&query).await?.0
             }
         };
         let mut steps = Vec::new();

@@ -21,9 +21,11 @@ use std::time::Instant;
 use bytes::Bytes;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use super::{Cx, Engine, Spent, Translated};
 use crate::auth::Identity;
+use crate::telemetry::trace::{self, ClientTrace};
 use mapping::dialect::doc::Event;
 use mapping::dialect::mapping::{Stream, Until};
 use mapping::dialect::{self, mapping::Op, Canonical};
@@ -59,7 +61,9 @@ pub(super) fn start(
     let request = answer.request().cloned().unwrap_or(Value::Null);
     let request_id = cx.request_id.to_string();
     let identity = cx.identity.cloned();
-    tokio::spawn(async move {
+    let client_trace = cx.trace.cloned();
+    let traced = trace::background("stream");
+    let run = async move {
         let Some(stream) = t
             .front
             .ops
@@ -76,6 +80,7 @@ pub(super) fn start(
             request,
             request_id: &request_id,
             identity: identity.as_ref(),
+            trace: client_trace.as_ref(),
         };
         let (task, ended) = match target {
             Target::Task(id) => {
@@ -90,7 +95,8 @@ pub(super) fn start(
         if let Err(why) = ended {
             tracing::debug!(%task, route = %t.route, stream = %key, "stream ended: {why}");
         }
-    });
+    };
+    tokio::spawn(run.instrument(traced));
     rx
 }
 
@@ -107,6 +113,7 @@ struct Follow<'a> {
     request: Value,
     request_id: &'a str,
     identity: Option<&'a Identity>,
+    trace: Option<&'a ClientTrace>,
 }
 
 impl Follow<'_> {
@@ -131,6 +138,7 @@ impl Follow<'_> {
             let mut cx = Cx {
                 request_id: self.request_id,
                 identity: self.identity,
+                trace: self.trace,
                 spent: &mut spent,
             };
             // A client watching the stream waits for the next event: followed as closely as a
@@ -216,6 +224,7 @@ impl Follow<'_> {
                 .engine
                 .store
                 .search(&query)
+                .instrument(self.engine.store_span("search"))
                 .await
                 .map_err(|e| e.to_string())?;
             let now = Instant::now();
@@ -268,6 +277,7 @@ impl Follow<'_> {
         self.engine
             .store
             .get(task_id)
+            .instrument(self.engine.store_span("get"))
             .await
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("task `{task_id}` is gone"))

@@ -149,6 +149,8 @@ pub fn input_patch(patch: &mut TaskPatch, task: &Task, waiting: Option<usize>, r
 /// One HTTP call of a back form: its method, path and rules.
 #[derive(Clone, Copy)]
 pub struct Call<'a> {
+    /// The form's or the call's name (`create_task`, `send_v03`), for traces.
+    pub name: &'a str,
     pub method: &'a Method,
     pub path: &'a PathTemplate,
     /// Where to send it instead of the upstream's base path (an agent card's URL).
@@ -162,6 +164,7 @@ pub struct Call<'a> {
 /// The calls a back form makes, in order: its own, then each of `then`.
 pub fn calls(op: &Op) -> impl Iterator<Item = Call<'_>> {
     let first = Call {
+        name: &op.key,
         method: &op.method,
         path: &op.path,
         target: op.target.as_ref(),
@@ -175,6 +178,7 @@ pub fn calls(op: &Op) -> impl Iterator<Item = Call<'_>> {
 /// A `[calls.NAME]` section as one call to make.
 pub fn call_of(c: &mapping::dialect::mapping::Call) -> Call<'_> {
     Call {
+        name: &c.name,
         method: &c.method,
         path: &c.path,
         target: c.target.as_ref(),

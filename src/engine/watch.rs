@@ -21,8 +21,10 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::{Cx, Engine, Spent, Translated};
+use crate::telemetry::trace;
 use mapping::task::{Operation, Status};
 use store::Unfinished;
 
@@ -148,8 +150,9 @@ impl Watcher {
                         return;
                     };
                     let me = self.clone();
+                    let span = trace::watch(&id);
                     tokio::spawn(async move {
-                        let next = me.check(&id).await;
+                        let next = me.check(&id).instrument(span).await;
                         me.reschedule(id, next);
                         drop(permit);
                     });
@@ -239,7 +242,13 @@ impl Watcher {
             tracing::warn!(task = %task.id, route = %task.route, "the task's route is no longer configured");
             return;
         };
-        let stored = match self.engine.store.get(&task.id).await {
+        let stored = match self
+            .engine
+            .store
+            .get(&task.id)
+            .instrument(self.engine.store_span("get"))
+            .await
+        {
             Ok(Some(s)) => s,
             Ok(None) => return,
             Err(e) => {
@@ -264,7 +273,13 @@ impl Watcher {
     /// Refreshes one task. `None` once it has ended; otherwise the latest the next check may
     /// come (a task waiting for input or payment is checked when its `input_timeout` is up).
     async fn check(&self, id: &str) -> Option<Duration> {
-        let stored = match self.engine.store.get(id).await {
+        let stored = match self
+            .engine
+            .store
+            .get(id)
+            .instrument(self.engine.store_span("get"))
+            .await
+        {
             Ok(Some(s)) => s,
             Ok(None) => return None,
             Err(e) => {
@@ -296,6 +311,7 @@ impl Watcher {
         let mut cx = Cx {
             request_id: &request_id,
             identity: None,
+            trace: None,
             spent: &mut spent,
         };
         match self.engine.refresh(t, stored, &mut cx).await {

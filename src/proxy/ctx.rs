@@ -3,6 +3,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tracing::Span;
+
 use crate::auth::Identity;
 use crate::error::ProxyError;
 use crate::metrics::InFlight;
@@ -34,6 +36,12 @@ pub struct RequestCtx {
     pub error: Option<ProxyError>,
     /// What the front's `[request]` rules read (translated routes), for its error answers too.
     pub echo: Option<serde_json::Value>,
+    /// The request's span (`Span::none()` without traces); see [`crate::telemetry::trace`].
+    pub span: Span,
+    /// A passthrough route's call to its agent, from the request sent to the answer's end.
+    pub agent_span: Span,
+    // Last: the request stops counting as in flight only once its spans are closed, so a
+    // shutdown that waits for it exports them.
     _in_flight: InFlight,
 }
 
@@ -52,6 +60,8 @@ impl RequestCtx {
             body_bytes: 0,
             error: None,
             echo: None,
+            span: Span::none(),
+            agent_span: Span::none(),
             _in_flight: in_flight,
         }
     }

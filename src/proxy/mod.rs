@@ -4,6 +4,7 @@
 //! client ─► (server::connections)  header within client_header_timeout    (408 request_timeout)
 //!                                  connections over max_connections         (503 too_many_connections)
 //!           early_request_filter   request id: keep a sane X-Request-Id or make one
+//!                                  traced: the request's span, below the client's traceparent
 //!                                  path: dot-segments and `//` removed (routed and sent so)
 //!                                  body reads: client_body_timeout           (408 request_timeout)
 //!           request_filter
@@ -21,11 +22,12 @@
 //!                                  upstream::Client (as often as the operation needs), encodes
 //!                                  the answer in the front's dialect          (400/402/404/409/502/504)
 //!           upstream_peer          passthrough: the route's upstream, pooled keep-alive connections
-//!           upstream_request_filter  the route's credential and caller headers, X-Request-Id
+//!           upstream_request_filter  the route's credential and caller headers, X-Request-Id;
+//!                                  traced: the agent call's span, its traceparent sent
 //!           request_body_filter    streamed through; counted against the limit (413)
 //!           upstream_response_*    progress and the total deadline           (504 upstream_timeout)
 //!           response_filter        X-Request-Id comes back
-//!           logging                one access-log event, metrics
+//!           logging                one access-log event, metrics; the request's span ends
 //!   errors: fail_to_proxy → respond::error, the one place errors become responses
 //!           (refused / reset → 502 upstream_failed, timeouts → 504 upstream_timeout,
 //!           a malformed request body → 400 bad_request; never the upstream's address;
@@ -49,11 +51,12 @@ use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
+use tracing::{Instrument, Span};
 
 use crate::error::ProxyError;
 use crate::request_id;
 use crate::state::State;
-use crate::telemetry::ACCESS_LOG_TARGET;
+use crate::telemetry::{trace, ACCESS_LOG_TARGET};
 use crate::upstream::UpstreamError;
 use ctx::RequestCtx;
 
@@ -120,8 +123,10 @@ impl ProxyHttp for Proxy {
         session: &mut Session,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<()> {
-        let incoming = session.req_header().headers.get(request_id::HEADER);
+        let req = session.req_header();
+        let incoming = req.headers.get(request_id::HEADER);
         ctx.request_id = request_id::choose(incoming.map(|v| v.as_bytes()));
+        ctx.span = trace::request(&req.method, req.uri.path(), &req.headers, &ctx.request_id);
         // pingora's wait for each piece of the body (60 s by default) would otherwise outlast
         // the upstream's wait for the same body, and the client's silence be blamed on it (504).
         session.set_read_timeout(Some(ctx.live.config.server.client_body_timeout));
@@ -157,7 +162,10 @@ impl ProxyHttp for Proxy {
             return Ok(false);
         };
         let (t, prefix, limit) = (t.clone(), route.matcher.path_prefix.clone(), route.max_body);
+        // The engine's spans (store, agent calls) find the request's as the current span.
+        let span = ctx.span.clone();
         translate::serve(&self.state, &t, session, ctx, &prefix, limit)
+            .instrument(span)
             .await
             .map_err(ProxyError::into_pingora)?;
         Ok(true)
@@ -220,6 +228,16 @@ impl ProxyHttp for Proxy {
                 &route.access,
                 ctx.identity.as_ref().map(|i| i.caller()),
             )?;
+            // Traced, the agent's parent is this call's span; untraced, the client's headers
+            // (its traceparent among them) go on unchanged.
+            let upstream = ctx.live.upstreams.get(route.upstream);
+            if let Some(upstream) = upstream.filter(|_| !ctx.span.is_none()) {
+                let method = &upstream_request.method;
+                ctx.agent_span = ctx
+                    .span
+                    .in_scope(|| trace::agent_call(&upstream.config, "passthrough", None, method));
+                trace::propagate(&ctx.agent_span, None, upstream_request)?;
+            }
         }
         upstream_request.insert_header(request_id::HEADER, ctx.request_id.as_str())
     }
@@ -227,9 +245,10 @@ impl ProxyHttp for Proxy {
     async fn upstream_response_filter(
         &self,
         _session: &mut Session,
-        _upstream_response: &mut ResponseHeader,
+        upstream_response: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<()> {
+        trace::agent_answered(&ctx.agent_span, Ok(upstream_response.status.as_u16()));
         self.upstream_progress(ctx)
             .map_err(ProxyError::into_pingora)
     }
@@ -262,6 +281,9 @@ impl ProxyHttp for Proxy {
         ctx: &mut RequestCtx,
     ) -> FailToProxy {
         let err = ProxyError::from_pingora(e, upstream_name(ctx));
+        if let Some(e @ ProxyError::Upstream(_)) = &err {
+            trace::agent_answered(&ctx.agent_span, Err(e.code()));
+        }
         let front = ctx
             .route
             .and_then(|i| ctx.live.translated(i))
@@ -301,10 +323,21 @@ impl ProxyHttp for Proxy {
             .response_written()
             .filter(|r| !r.status.is_informational())
             .map_or(499, |r| r.status.as_u16());
-        let route = ctx
-            .route
-            .and_then(|i| ctx.live.route(i))
-            .map_or("-", |r| r.name.as_str());
+        let routed = ctx.route.and_then(|i| ctx.live.route(i));
+        let route = routed.map_or("-", |r| r.name.as_str());
+        if !ctx.span.is_none() {
+            trace::request_done(
+                &ctx.span,
+                &session.req_header().method,
+                routed.map(|r| (r.name.as_str(), r.matcher.path_prefix.as_str())),
+                status,
+                ctx.error.as_ref().map(ProxyError::code),
+            );
+            // Ended: the agent call's span, then the request's (spans a request left running
+            // keep it open until they end).
+            ctx.agent_span = Span::none();
+            ctx.span = Span::none();
+        }
         let total = ctx.started.elapsed();
         let upstream = ctx.upstream_time();
         self.state.metrics.record(route, status, total, upstream);

@@ -18,6 +18,7 @@ use crate::engine::{Body, FrontRequest, Spent, Translated};
 use crate::error::ProxyError;
 use crate::request_id;
 use crate::state::State;
+use crate::telemetry::trace::ClientTrace;
 
 /// Answers a request on a translated route.
 pub async fn serve(
@@ -41,6 +42,7 @@ pub async fn serve(
             )
         })
         .collect();
+    let client_trace = ClientTrace::of(&req.headers);
     let mut spent = Spent::default();
     let mut echo = serde_json::Value::Null;
     let result = state
@@ -57,6 +59,7 @@ pub async fn serve(
                 body,
                 request_id: &ctx.request_id,
                 identity: ctx.identity.as_ref(),
+                trace: &client_trace,
             },
             &mut spent,
             &mut echo,

@@ -1,7 +1,7 @@
 //! What a reload cannot change: the settings bound once at start-up (sockets, the store, the
-//! runtime, the global log subscriber, the Redis connection). A new config that changes any of
-//! them is refused whole, one problem per setting, so the running config never becomes a mix
-//! of the old file and the new one.
+//! runtime, the global log subscriber and tracer, the Redis connection). A new config that
+//! changes any of them is refused whole, one problem per setting, so the running config never
+//! becomes a mix of the old file and the new one.
 
 use mapping::problem::{Kind, Location, Problem};
 
@@ -64,6 +64,14 @@ pub fn restart_only(old: &Config, new: &Config) -> Vec<Problem> {
         format!("{:?}", c.log.format).to_lowercase()
     });
     compare("log.filter", &|c| format!("`{}`", c.log.filter));
+    // The tracer is installed once, with the process's log subscriber.
+    compare("telemetry", &|c| match &c.telemetry {
+        None => "no traces".to_string(),
+        Some(t) => format!(
+            "traces to {} (sample_ratio {}, service_name `{}`)",
+            t.otlp_endpoint, t.sample_ratio, t.service_name
+        ),
+    });
     found
 }
 
@@ -170,6 +178,11 @@ upstream = "agent"
                 "threads = 2",
                 "threads = 2\n[store]\nlease_ttl = \"9s\"",
                 "store: changed from the store opened at start-up to another",
+            ),
+            (
+                "threads = 2",
+                "threads = 2\n[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318/v1/traces\"",
+                "telemetry: changed from no traces to traces to http://127.0.0.1:4318/v1/traces (sample_ratio 1, service_name `interlingua`)",
             ),
         ];
         for (from, to, expected) in cases {

@@ -5,8 +5,9 @@
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
 
 use super::secrets::{ADMIN_ENV, ADMIN_TOKEN, HS_ENV, HS_SECRET};
 use super::DEADLINE;
@@ -44,6 +45,23 @@ pub struct Served {
 }
 
 impl Served {
+    /// Waits, off the async runtime's threads, up to [`DEADLINE`] for the process to exit (a
+    /// signal sent to it); its exit status.
+    pub async fn exited(mut self) -> ExitStatus {
+        tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            loop {
+                if let Some(status) = self.child.try_wait().expect("the process's status") {
+                    return status;
+                }
+                assert!(started.elapsed() < DEADLINE, "the process did not exit");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+        .await
+        .expect("the wait for the process")
+    }
+
     /// Kills the process outright (SIGKILL: no graceful anything) and waits for it to be gone.
     pub fn kill(mut self) {
         self.child.kill().expect("kill interlingua serve");

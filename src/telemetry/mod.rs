@@ -1,22 +1,42 @@
-//! Logging: `tracing` events, filtered RUST_LOG-style, written as text or JSON lines. Pingora's own
-//! `log` records are routed into the same subscriber, the one it logs far above its meaning
-//! (`failed to acquire reusable stream`) lowered to `debug`.
+//! Logging and traces. Logs: `tracing` events, filtered RUST_LOG-style, written as text or JSON
+//! lines. Pingora's own `log` records are routed into the same subscriber, the one it logs far
+//! above its meaning (`failed to acquire reusable stream`) lowered to `debug`. Traces (`trace`):
+//! spans of requests and what they call, exported over OTLP when `[telemetry]` says where.
+
+pub mod trace;
 
 use std::io::BufWriter;
 
-use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
-use tracing_subscriber::EnvFilter;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing::level_filters::LevelFilter;
+use tracing_appender::non_blocking::{NonBlocking, NonBlockingBuilder, WorkerGuard};
+use tracing_subscriber::filter::{filter_fn, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::{EnvFilter, Layer};
 
-use crate::config::{LogFormat, LogSettings};
+use crate::config::{LogFormat, LogSettings, Telemetry};
 
 /// The target of the one-event-per-request access log, so it can be filtered on its own
 /// (`RUST_LOG=info,interlingua::access=off`).
 pub const ACCESS_LOG_TARGET: &str = "interlingua::access";
 
-/// Keeps the log writer's thread alive; dropping it writes out what is still queued.
-#[must_use = "lines still queued are lost when this is dropped"]
+/// Keeps the log writer's thread alive; dropping it writes out what is still queued, and sends
+/// the spans not yet exported (waiting up to 5 s for the collector).
+#[must_use = "lines and spans still queued are lost when this is dropped"]
 pub struct LogFlush {
+    traces: Option<SdkTracerProvider>,
     _writer: WorkerGuard,
+}
+
+impl Drop for LogFlush {
+    fn drop(&mut self) {
+        if let Some(provider) = self.traces.take() {
+            if let Err(e) = provider.shutdown() {
+                tracing::warn!("the last spans may not have been exported: {e}");
+            }
+        }
+    }
 }
 
 /// Why logging could not be set up.
@@ -29,18 +49,23 @@ pub enum LogError {
     Config(String),
     #[error("{0}")]
     Installed(String),
+    /// The OTLP exporter of `[telemetry]` could not be set up.
+    #[error("{0}")]
+    Traces(String),
 }
 
-/// Installs the process-wide log subscriber. `RUST_LOG`, when set, replaces the configured filter.
+/// Installs the process-wide log subscriber, and with `traces` the tracer that exports spans
+/// over OTLP (see [`trace`]). `RUST_LOG`, when set, replaces the configured log filter; it never
+/// filters spans, and log lines never show them.
 ///
 /// Lines are formatted on the thread that logs and written by a writer thread, in batches: one
 /// write for everything queued since the last, so the access log costs no system call per
 /// request. The queue blocks rather than drop a line when the writer falls behind. Hold the
 /// returned [`LogFlush`] until the process ends.
 ///
-/// Returns an error when a subscriber is already installed (only the first call wins), or when
-/// `RUST_LOG` is not a valid filter.
-pub fn init(settings: &LogSettings) -> Result<LogFlush, LogError> {
+/// Returns an error when a subscriber is already installed (only the first call wins), when
+/// `RUST_LOG` is not a valid filter, or when the exporter cannot be set up.
+pub fn init(settings: &LogSettings, traces: Option<&Telemetry>) -> Result<LogFlush, LogError> {
     let filter = match std::env::var("RUST_LOG") {
         Ok(env) if !env.trim().is_empty() => {
             EnvFilter::try_new(&env).map_err(|e| LogError::Filter {
@@ -54,26 +79,62 @@ pub fn init(settings: &LogSettings) -> Result<LogFlush, LogError> {
         .lossy(false)
         .thread_name("interlingua-log")
         .finish(BufWriter::with_capacity(64 * 1024, std::io::stderr()));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(writer)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let result = match settings.format {
-        LogFormat::Text => tracing::subscriber::set_global_default(builder.finish()),
-        LogFormat::Json => tracing::subscriber::set_global_default(
-            builder
-                .json()
-                .flatten_event(true)
-                .with_current_span(false)
-                .finish(),
-        ),
+    let provider = match traces {
+        None => {
+            let subscriber = tracing_subscriber::registry()
+                .with(filter)
+                .with(lines(settings.format, writer));
+            tracing::subscriber::set_global_default(subscriber)
+                .map_err(|e| LogError::Installed(e.to_string()))?;
+            None
+        }
+        Some(t) => {
+            let provider = trace::provider(t).map_err(LogError::Traces)?;
+            // The log filter lets spans through to the layers, each of which takes its own:
+            // the log lines never the spans, the exporter nothing else.
+            let filter = filter.add_directive(
+                format!("{}=info", trace::TARGET)
+                    .parse()
+                    .map_err(|e| LogError::Config(format!("{e}")))?,
+            );
+            let subscriber = tracing_subscriber::registry()
+                .with(filter)
+                .with(
+                    lines(settings.format, writer)
+                        .with_filter(filter_fn(|m| m.target() != trace::TARGET)),
+                )
+                .with(
+                    trace::layer(&provider)
+                        .with_filter(Targets::new().with_target(trace::TARGET, LevelFilter::INFO)),
+                );
+            tracing::subscriber::set_global_default(subscriber)
+                .map_err(|e| LogError::Installed(e.to_string()))?;
+            trace::enable();
+            Some(provider)
+        }
     };
-    result.map_err(|e| LogError::Installed(e.to_string()))?;
     // pingora logs through `log`: its records go to the same subscriber, some at a truer level.
     log::set_boxed_logger(Box::new(PingoraLog(tracing_log::LogTracer::new())))
         .map_err(|e| LogError::Installed(e.to_string()))?;
-    log::set_max_level(log_level(tracing::level_filters::LevelFilter::current()));
-    Ok(LogFlush { _writer: guard })
+    log::set_max_level(log_level(LevelFilter::current()));
+    Ok(LogFlush {
+        traces: provider,
+        _writer: guard,
+    })
+}
+
+/// The layer that writes log lines, as text or JSON, through `writer`.
+fn lines<S>(format: LogFormat, writer: NonBlocking) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+{
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(writer)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    match format {
+        LogFormat::Text => Box::new(layer),
+        LogFormat::Json => Box::new(layer.json().flatten_event(true).with_current_span(false)),
+    }
 }
 
 /// pingora's `log` records, handed to `tracing`, with the ones pingora logs above what they
@@ -118,8 +179,8 @@ fn is_lost_reuse(record: &log::Record<'_>) -> bool {
         && record.args().as_str() == Some("failed to acquire reusable stream")
 }
 
-fn log_level(max: tracing::level_filters::LevelFilter) -> log::LevelFilter {
-    use tracing::level_filters::LevelFilter as T;
+fn log_level(max: LevelFilter) -> log::LevelFilter {
+    use LevelFilter as T;
     match max {
         T::OFF => log::LevelFilter::Off,
         T::ERROR => log::LevelFilter::Error,
