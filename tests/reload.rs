@@ -581,3 +581,77 @@ async fn a_rotated_key_set_file_applies_after_a_reload() {
     assert_eq!(call(&new_key, "new").await, 200);
     assert_eq!(call(&old_key, "old").await, 401);
 }
+
+/// Reading files is no change: a server whose config and mapping files are read over and over
+/// (as `cat`, an editor opening them, or `interlingua token mint -c FILE` do) reloads nothing,
+/// while an edit in place and a rename over the file each still reload once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reading_the_files_reloads_nothing_and_edits_still_do() {
+    let (a, b) = (named("a").await, named("b").await);
+    let maps = tempfile::tempdir().unwrap();
+    let mapping = maps.path().join("mip003.toml");
+    std::fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mappings/mip003.toml"),
+        &mapping,
+    )
+    .unwrap();
+    let with_maps = |text: String| {
+        text.replace(
+            "watch_config = true\n",
+            &format!(
+                "watch_config = true\nmappings_dir = \"{}\"\n",
+                maps.path().display()
+            ),
+        )
+    };
+    let proxy = Proxy::start_file(&with_maps(config(&[("one", "/one", a.addr)], true, "")));
+    let file = proxy.file();
+
+    // Longer than the watcher's longest gathering of a burst (2 s): had the reads counted, a
+    // reload would have been made in this window, and the edit below would be the second.
+    let reading = std::time::Instant::now() + Duration::from_millis(2500);
+    let mut reads = 0u64;
+    while std::time::Instant::now() < reading {
+        for f in [&file, &mapping] {
+            reads += std::fs::read(f).unwrap().len() as u64;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(reads > 0);
+
+    // An edit in place: the first reload, and the only one.
+    let two = with_maps(config(
+        &[("one", "/one", a.addr), ("two", "/two", b.addr)],
+        true,
+        "",
+    ));
+    let data = proxy.data_dir().display().to_string();
+    std::fs::write(&file, two.replace("{data_dir}", &data)).unwrap();
+    let metrics = proxy
+        .metrics_showing(&[
+            "interlingua_config_reloads_total{result=\"ok\"} 1",
+            "interlingua_config_generation 2",
+        ])
+        .await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "interlingua_config_reloads_total{result=\"unchanged\"} 0"),
+        "the reads made reloads:\n{metrics}"
+    );
+    assert_eq!(get(&proxy, "/two").await, (200, "b".to_string()));
+
+    // A new file renamed over the old one: reloaded too.
+    write(
+        &proxy,
+        &with_maps(config(&[("two", "/two", b.addr)], true, "")),
+    );
+    proxy
+        .metrics_showing(&[
+            "interlingua_config_reloads_total{result=\"ok\"} 2",
+            "interlingua_config_reloads_total{result=\"unchanged\"} 0",
+            "interlingua_config_generation 3",
+        ])
+        .await;
+    assert_eq!(get(&proxy, "/one").await.0, 404);
+}

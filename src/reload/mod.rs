@@ -287,6 +287,10 @@ fn log(report: &Report) {
                 "config reloaded"
             );
         }
+        // A file saved as it was is no news; a reload someone asked for is answered.
+        Outcome::Unchanged if report.trigger == Trigger::File => {
+            tracing::debug!(trigger = ?report.trigger, "config reload: the files are unchanged")
+        }
         Outcome::Unchanged => {
             tracing::info!(trigger = ?report.trigger, "config reload: the files are unchanged")
         }

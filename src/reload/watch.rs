@@ -6,12 +6,15 @@
 //! Bursts of events (an editor's write, rename and chmod) are gathered into one reload: it
 //! starts once the files have been quiet for [`QUIET`], or [`AT_MOST`] after the first event.
 //! A half-written file fails validation and changes nothing; the write that completes it
-//! reloads again. `[server] watch_config = false` turns this off.
+//! reloads again. Only events that can change what a file holds count: reading a file (a `cat`,
+//! an editor opening it, the reload's own reading of the mapping files) is no change, nor is a
+//! change of its mode or times. `[server] watch_config = false` turns this off.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use notify::event::{EventKind, ModifyKind};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -80,7 +83,10 @@ fn same_dir(a: &Path, b: &Path) -> bool {
 pub fn spawn(reloader: Arc<Reloader>, runtime: &tokio::runtime::Handle) {
     let (tx, rx) = mpsc::unbounded_channel::<PathBuf>();
     let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if let Ok(event) = event {
+        let Ok(event) = event else {
+            return;
+        };
+        if changes_content(&event.kind) {
             for path in event.paths {
                 let _ = tx.send(path);
             }
@@ -99,6 +105,19 @@ pub fn spawn(reloader: Arc<Reloader>, runtime: &tokio::runtime::Handle) {
     // Armed before the server answers its first request: a change made from then on is seen.
     let armed = arm(&mut watcher, None, wanted(&reloader));
     runtime.spawn(follow(reloader, watcher, armed, rx));
+}
+
+/// Whether an event of this kind can change what a file holds: a file made, written, renamed
+/// or removed. An access (an open, a read, a close) cannot, nor can a change of its metadata
+/// (mode, owner, times); counting them would reload on every `cat`, and for ever, since each
+/// reload reads the mapping files. A kind the platform cannot tell counts.
+fn changes_content(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Create(_) | EventKind::Remove(_) | EventKind::Any => true,
+        EventKind::Modify(ModifyKind::Metadata(_) | ModifyKind::Other) => false,
+        EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Name(_) | ModifyKind::Any) => true,
+        EventKind::Access(_) | EventKind::Other => false,
+    }
 }
 
 /// What the live config wants watched.
@@ -208,6 +227,37 @@ mod tests {
         let _ = feeder.await;
         while rx.try_recv().is_ok() {}
         assert!(!settle(&mut rx, QUIET, AT_MOST).await);
+    }
+
+    #[test]
+    fn only_events_that_can_change_a_file_count() {
+        use notify::event::{AccessKind, AccessMode, CreateKind, DataChange, MetadataKind};
+        use notify::event::{RemoveKind, RenameMode};
+        let counted = [
+            EventKind::Create(CreateKind::File),
+            EventKind::Modify(ModifyKind::Data(DataChange::Content)),
+            EventKind::Modify(ModifyKind::Data(DataChange::Any)),
+            EventKind::Modify(ModifyKind::Name(RenameMode::To)),
+            EventKind::Modify(ModifyKind::Name(RenameMode::Both)),
+            EventKind::Modify(ModifyKind::Any),
+            EventKind::Remove(RemoveKind::File),
+            EventKind::Any,
+        ];
+        let ignored = [
+            EventKind::Access(AccessKind::Open(AccessMode::Read)),
+            EventKind::Access(AccessKind::Read),
+            EventKind::Access(AccessKind::Close(AccessMode::Read)),
+            EventKind::Access(AccessKind::Close(AccessMode::Write)),
+            EventKind::Modify(ModifyKind::Metadata(MetadataKind::AccessTime)),
+            EventKind::Modify(ModifyKind::Metadata(MetadataKind::Permissions)),
+            EventKind::Other,
+        ];
+        for kind in counted {
+            assert!(changes_content(&kind), "{kind:?}");
+        }
+        for kind in ignored {
+            assert!(!changes_content(&kind), "{kind:?}");
+        }
     }
 
     #[test]
