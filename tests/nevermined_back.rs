@@ -12,7 +12,7 @@ use common::money::{paid_config, paid_route, Admin};
 use common::peers::{peers_python, run_script};
 use common::secrets::token;
 use common::wait::eventually;
-use common::{client, sample_agent_on, status_and_json, Proxy, DEADLINE};
+use common::{client, sample_agent_on, status_and_json, Proxy, Upstream, DEADLINE};
 use samples::Clock;
 use serde_json::{json, Value};
 
@@ -21,15 +21,23 @@ const DID: &str = "did:nv:5392e8cdc5addec2b7384072fda166d42a5d4ab96ae6d311f516b6
 /// How long a sample job takes in these tests.
 const WORK: Duration = Duration::from_millis(400);
 
-/// The sample Nevermined agent behind `/mip` (a MIP-003 front) and `/a2a` (an A2A front), its
-/// tasks going by `clock`.
+/// The sample Nevermined agent behind `/mip` (a MIP-003 front) and `/a2a` (an A2A front, and
+/// `/free`, the same without auth), its tasks going by `clock`.
 async fn world(clock: &Clock) -> (Proxy, Admin) {
     let nvm = sample_agent_on(samples::nevermined::serve, WORK, clock).await;
+    world_at(nvm).await
+}
+
+/// [`world`] with the agent at `nvm`.
+async fn world_at(nvm: std::net::SocketAddr) -> (Proxy, Admin) {
     let vars = format!("vars.nevermined = {{ agent_did = \"{DID}\" }}\nsync_timeout = \"10s\"");
     let rest = format!(
         "[[upstreams]]\nname = \"nvm\"\naddress = \"{nvm}\"\nread_timeout = \"5s\"\n{}{}",
         paid_route("mip", "/mip", "nvm", "mip003", "nevermined", &vars),
         paid_route("a2a", "/a2a", "nvm", "a2a", "nevermined", &vars),
+    ) + &format!(
+        "\n[[routes]]\nname = \"a2a-free\"\nmatch = {{ path_prefix = \"/free\" }}\nupstream = \"nvm\"\n\
+         front = \"a2a\"\nback = \"nevermined\"\n{vars}\n"
     );
     let proxy = Proxy::start(&paid_config(&rest));
     let admin = Admin::new(&proxy);
@@ -188,4 +196,114 @@ async fn an_a2a_sdk_client_answers_the_waiting_step_of_a_nevermined_agent() {
     );
     admin.charged(sub, 10, 4).await;
     assert_eq!(rows(&admin, sub).await, four_steps_charged());
+}
+
+/// The sample Nevermined agent at `agent` behind a hub that is slow to show an input taken: for
+/// a moment after a step update carries the input (the next [`LAG`] reads of the task), the task
+/// reads as it did before, its step still waiting, as a hub whose agent picks the step up in its
+/// own time shows it.
+async fn slow_hub(agent: std::net::SocketAddr) -> Upstream {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    const LAG: usize = 3;
+    let before: Arc<Mutex<Option<(u16, bytes::Bytes)>>> = Arc::default();
+    let lag = Arc::new(AtomicUsize::new(0));
+    Upstream::start(move |req: hyper::Request<hyper::body::Incoming>| {
+        let (before, lag) = (before.clone(), lag.clone());
+        async move {
+            use http_body_util::BodyExt;
+            let method = req.method().clone();
+            let uri = format!("http://{agent}{}", req.uri());
+            let headers = req.headers().clone();
+            let body = req.into_body().collect().await.unwrap().to_bytes();
+            let is_read = method == hyper::Method::GET && uri.contains("/tasks/");
+            if is_read && lag.load(Ordering::SeqCst) > 0 {
+                lag.fetch_sub(1, Ordering::SeqCst);
+                if let Some((status, old)) = before.lock().unwrap().clone() {
+                    return common::answer(status, old);
+                }
+            }
+            let mut call = client().request(method.clone(), &uri).body(body);
+            for (k, v) in &headers {
+                if k != "host" && k != "content-length" {
+                    call = call.header(k, v);
+                }
+            }
+            let resp = call.send().await.unwrap();
+            let status = resp.status().as_u16();
+            let answer = resp.bytes().await.unwrap();
+            if is_read {
+                *before.lock().unwrap() = Some((status, answer.clone()));
+            } else if method == hyper::Method::PUT {
+                lag.store(LAG, Ordering::SeqCst);
+            }
+            common::answer(status, answer)
+        }
+    })
+    .await
+}
+
+/// A blocking send that carries the answer to the agent's question follows the task as a
+/// blocking create does: its answer is the task completed, with the agent's output, not the
+/// task as it was when the input went in, even while the agent still shows its question for a
+/// moment (A2A's `SendMessage` without `returnImmediately`, on both bindings, with and without
+/// auth).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_send_with_the_input_answers_the_task_completed() {
+    let nvm = sample_agent_on(samples::nevermined::serve, WORK, &Clock::default()).await;
+    let hub = slow_hub(nvm).await;
+    let (proxy, admin) = world_at(hub.addr).await;
+    let sub = "blocking-client";
+    admin.grant(sub, 10).await;
+    for binding in ["JSONRPC", "HTTP+JSON"] {
+        for (prefix, bearer) in [("/a2a", Some(token(sub))), ("/free", None)] {
+            let mut args: Vec<String> = [
+                "--url",
+                &proxy.url(prefix),
+                "--scenario",
+                "blocking_input",
+                "--binding",
+                binding,
+                "--timeout",
+                "15",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            if let Some(t) = &bearer {
+                args.extend(["--token".to_string(), t.clone()]);
+            }
+            let ran = tokio::task::spawn_blocking(move || {
+                run_script(&peers_python(), "a2a_client.py", &args, DEADLINE)
+            })
+            .await
+            .unwrap();
+            assert!(ran.status.success(), "{}\n{}", ran.stdout, ran.stderr);
+            let out: Value = serde_json::from_str(ran.stdout.trim()).unwrap();
+            let kinds: Vec<&str> = out["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|e| e["kind"].as_str())
+                .collect();
+            assert_eq!(
+                kinds,
+                ["task", "follow-up", "task"],
+                "{binding} {prefix}: {out}"
+            );
+            assert_eq!(
+                out["events"][0]["state"], "TASK_STATE_INPUT_REQUIRED",
+                "{binding} {prefix}: {out}"
+            );
+            assert_eq!(
+                out["events"][2]["state"], "TASK_STATE_COMPLETED",
+                "{binding} {prefix}: {out}"
+            );
+            assert_eq!(
+                out["artifact_text"], "HELLO MODE:INPUT more please",
+                "{binding} {prefix}: {out}"
+            );
+        }
+    }
+    admin.charged(sub, 10, 8).await;
 }

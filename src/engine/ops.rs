@@ -154,7 +154,7 @@ impl Engine {
             }
         }
         if waits {
-            stored = self.wait_until_settled(t, fop, stored, cx).await?;
+            stored = self.wait_until_settled(t, fop, stored, None, cx).await?;
             translation::failed_as_error(fop, &stored.task)?;
         }
         Ok(Canonical::front(stored.task))
@@ -315,10 +315,13 @@ impl Engine {
         drop(back_doc);
         let mut patch = patch_of(&answer, &t.upstream.config.name, &t.back.name)?;
         translation::input_patch(&mut patch, &stored.task, waiting, &request);
+        let answered = waiting.map(|i| stored.task.steps[i].id.clone());
         let mut stored = self.apply(t, stored, patch, cx).await?;
         drop(last_refresh);
         if fop.waits(&request, &t.front_ctx()) {
-            stored = self.wait_until_settled(t, fop, stored, cx).await?;
+            stored = self
+                .wait_until_settled(t, fop, stored, answered.as_deref(), cx)
+                .await?;
             translation::failed_as_error(fop, &stored.task)?;
         }
         Ok(Canonical::front(stored.task)
@@ -878,17 +881,23 @@ impl Engine {
     /// [`super::follow`]) until it ends or waits for input. At the route's `sync_timeout` the
     /// task goes on (the watcher follows it); the client gets it as it is when its form says
     /// `timeout = "task"`, else 504 naming it.
+    ///
+    /// `answered` is the step the client's input just went to: an agent may still show that step
+    /// waiting for a moment after it took the input (it picks the input up in its own time), and
+    /// that is not a new question. Only a wait on another step (one the agent asks anew) settles
+    /// the call before the task ends.
     async fn wait_until_settled(
         &self,
         t: &Translated,
         fop: &Op,
         mut stored: Stored,
+        answered: Option<&str>,
         cx: &mut Cx<'_>,
     ) -> Result<Stored, ProxyError> {
         let start = tokio::time::Instant::now();
         let deadline = start + t.settings.sync_timeout;
         loop {
-            if stored.task.status.is_terminal() || stored.task.status == Status::AwaitingInput {
+            if stored.task.status.is_terminal() || asks_anew(&stored.task, answered) {
                 return Ok(stored);
             }
             let now = tokio::time::Instant::now();
@@ -911,6 +920,14 @@ impl Engine {
             stored = self.refresh_within(t, stored, interval, cx).await?;
         }
     }
+}
+
+/// Whether `task` waits for input on a step other than `answered` (the step whose input was just
+/// given; `None` when none was).
+fn asks_anew(task: &mapping::task::Task, answered: Option<&str>) -> bool {
+    task.status == Status::AwaitingInput
+        && translation::waiting_step(task)
+            .is_none_or(|i| Some(task.steps[i].id.as_str()) != answered)
 }
 
 /// The page a search asks for (from 1) and its size (1 to 1000; 10 unless said).

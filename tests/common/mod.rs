@@ -260,6 +260,15 @@ pub fn full(body: impl Into<Bytes>) -> Body {
         .boxed()
 }
 
+/// A response of `status` with `body` as JSON.
+pub fn answer(status: u16, body: Bytes) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(full(body))
+        .expect("response")
+}
+
 /// Starts one of interlingua's sample agents on 127.0.0.1:0, `serve` being its `serve` function
 /// (`samples::mip003::serve`, ...) and each of its tasks taking `work`; its address.
 pub async fn sample_agent<F, Fut>(serve: F, work: Duration) -> SocketAddr

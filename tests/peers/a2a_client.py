@@ -34,6 +34,9 @@ Scenarios (default texts in brackets):
   cancel        send --text ["hello world"] with returnImmediately, poll until TASK_STATE_WORKING, CancelTask,
                 then poll GetTask until terminal.
   blocking      one blocking SendMessage (no returnImmediately, no polling).
+  blocking_input  a blocking SendMessage of "hello mode:input" (answered input-required), then a blocking
+                follow-up "more please" with the taskId and contextId: no polling at all, each answer is
+                the task as the blocking send left it.
   unknown_task  GetTask for the id "no-such-task" (expects an error).
 
 Output: ONE JSON object on stdout, e.g.
@@ -224,6 +227,12 @@ async def run(args, obs):
             await poll(client, obs, task_id, TERMINAL, deadline)
         elif sc == "blocking":
             await send(client, obs, user_message(args.text or "hello world"), False)
+        elif sc == "blocking_input":
+            text = with_mode(args.text or "hello", "input")
+            await send(client, obs, user_message(text), False)
+            if obs.current_state() == "TASK_STATE_INPUT_REQUIRED":
+                obs.out["events"].append({"kind": "follow-up"})
+                await send(client, obs, user_message(FOLLOW_UP, obs.out["task_id"], obs.out["context_id"]), False)
         elif sc == "input":
             text = with_mode(args.text or "hello", "input")
             task_id = await send(client, obs, user_message(text), True)
@@ -258,7 +267,10 @@ def main():
     ap.add_argument(
         "--scenario",
         required=True,
-        choices=["complete", "input", "fail", "stream", "stream_input", "cancel", "blocking", "unknown_task"],
+        choices=[
+            "complete", "input", "fail", "stream", "stream_input", "cancel", "blocking", "blocking_input",
+            "unknown_task",
+        ],
     )
     ap.add_argument("--token")
     ap.add_argument("--text")
