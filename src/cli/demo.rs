@@ -1,5 +1,5 @@
 //! `interlingua demo`: the proxy on the default config, with the sample agents its routes use, a
-//! demo plan with a few credits, and a token to call it with.
+//! demo plan with a few credits, a token to call it with, and an admin token for the console.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -13,17 +13,22 @@ use store::Account;
 const ECHO: &str = "echo-agent";
 const MIP003: &str = "mip003-agent";
 const NEVERMINED: &str = "nevermined-agent";
-/// The development key's secret, and who the demo is for.
+/// The development key's secret, the admin token (both named by the default config), and who the
+/// demo is for.
 const DEV_SECRET_ENV: &str = "INTERLINGUA_DEV_SECRET";
+const ADMIN_TOKEN_ENV: &str = "INTERLINGUA_ADMIN_TOKEN";
 const PLAN: &str = "demo";
 const SUBJECT: &str = "demo-user";
 /// Credits the demo subject has at each start: enough for a few tasks, then 402.
 const DEMO_CREDITS: i64 = 5;
 
 pub fn run(arg: &ConfigArg) -> ExitCode {
-    // Before any thread exists: the demo makes up a development secret when none is set.
-    if std::env::var_os(DEV_SECRET_ENV).is_none() {
-        std::env::set_var(DEV_SECRET_ENV, crate::request_id::generate());
+    // Before any thread exists: the demo makes up a development secret and an admin token when
+    // none is set.
+    for name in [DEV_SECRET_ENV, ADMIN_TOKEN_ENV] {
+        if std::env::var_os(name).is_none() {
+            std::env::set_var(name, made_up_secret());
+        }
     }
     let setup = match arg.load() {
         Ok(s) => s,
@@ -105,15 +110,25 @@ pub fn run(arg: &ConfigArg) -> ExitCode {
         .map(ToString::to_string)
         .unwrap_or_default();
     let admin = server.admin_addr();
+    let console = match server.state().live().config.admin.token.clone() {
+        Some(admin_token) => format!(
+            "The console: http://{admin}/console (log in with the admin token below, which also opens the\n\
+             admin API: curl -s 'http://{admin}/credits/balance?plan={PLAN}&subject={SUBJECT}' -H \"Authorization: Bearer $ADMIN_TOKEN\")\n\n  \
+             export ADMIN_TOKEN={admin_token}\n"
+        ),
+        None => "No console: the config's [admin] names no token_env.\n".to_string(),
+    };
     let did = "did:nv:0000000000000000000000000000000000000000000000000000000000000001";
     let token = token.unwrap_or_else(|| "(no token)".to_string());
     println!(
         r#"
 Sample agents: echo on {echo}, MIP-003 on {mip}, Nevermined on {nvm}. Jobs take {work}s.
-Plan `{PLAN}`, subject `{SUBJECT}`: {available} credits; each task holds 1 and costs 1.
+Plan `{PLAN}`, subject `{SUBJECT}`: {available} credits. A task holds 1 credit when it starts and
+costs 1 per step it completes: a MIP-003 job is one step (1 credit), a Nevermined task two (2).
 
   export TOKEN={token}
 
+{console}
 Passthrough (no auth):
   curl -i 'http://{p}/echo/hello?lang=en'
 
@@ -141,7 +156,8 @@ or by hand (the call answers with server-sent events: progress, then the result)
 With "mode":"input" in input_data (or input_additional, or "mode:input" in the text) the agents ask
 for input once; "fail" fails (and costs nothing).
 
-Without a token, 401; when the credits run out, 402:
+Without a token, 401; once the credits left cannot cover a task's hold, 402 (each of these holds 1
+and, done, costs 2):
   curl -i -X POST http://{p}/masumi/start_job -d '{{"input_data":{{"text":"x"}}}}'
   for i in 1 2 3 4 5 6; do curl -s -o /dev/null -w '%{{http_code}} ' -X POST http://{p}/masumi/start_job -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{{"identifier_from_purchaser":"aabbccddeeff0011","input_data":{{"text":"x"}}}}'; done; echo
 
@@ -154,4 +170,13 @@ Stop with Ctrl-C.
     );
     server.run_until_stopped();
     ExitCode::SUCCESS
+}
+
+/// A secret nobody can guess (two random UUIDs' worth of hex: 244 random bits), for a demo run.
+fn made_up_secret() -> String {
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
 }

@@ -13,11 +13,13 @@ use super::secrets::{ADMIN_ENV, ADMIN_TOKEN, HS_ENV, HS_SECRET};
 use super::DEADLINE;
 
 /// The `interlingua` binary, without `RUST_LOG`, with every secret a test config names in its
-/// environment: the tests' own ([`super::secrets`]) and the default config's development key.
+/// environment: the tests' own ([`super::secrets`]) and the default config's development key and
+/// admin token.
 pub fn interlingua() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_interlingua"));
     cmd.env_remove("RUST_LOG")
         .env("INTERLINGUA_DEV_SECRET", "cli-test-secret")
+        .env("INTERLINGUA_ADMIN_TOKEN", "cli-test-admin-token")
         .env(HS_ENV, HS_SECRET)
         .env(ADMIN_ENV, ADMIN_TOKEN);
     cmd
