@@ -211,6 +211,164 @@ async fn a_step_polled_100_times_is_captured_once() {
     assert_eq!(other.status(), 404);
 }
 
+/// One task on `proxy` (a [`priced`] route), polled by `pollers` clients at once, round after
+/// round, while its job finishes (the agent's `clock` is moved on once the clients have polled
+/// it running `before` times in all): every poll answers 200, the task ends completed, and its
+/// ledger is exactly one hold, one capture of its one step and one release, with nothing held,
+/// at most one poll reporting the charge, and `credits verify` clean.
+async fn polled_at_once(proxy: &Proxy, clock: &Clock, pollers: usize, before: usize) {
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let admin = Admin::new(proxy);
+    admin.grant("pat", 5).await;
+    let bearer = token("pat");
+    let created: Value = create(proxy, &bearer, json!({"input_query": "polled by many"}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let task_id = created["task"]["task_id"].as_str().unwrap().to_string();
+    let path = proxy.url(&format!("/api/v1/agents/{DID}/tasks/{task_id}"));
+    // The store's id: the front's, without the dialect's prefix.
+    let stored_id = task_id.trim_start_matches("task-");
+    let (polls, reported) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicU64::new(0)));
+    let pollers: Vec<_> = (0..pollers)
+        .map(|_| {
+            let (path, bearer) = (path.clone(), bearer.clone());
+            let (polls, reported) = (polls.clone(), reported.clone());
+            tokio::spawn(async move {
+                let http = client();
+                loop {
+                    let resp = http.get(&path).bearer_auth(&bearer).send().await.unwrap();
+                    assert_eq!(resp.status(), 200);
+                    let charged: u64 = resp.headers()["nvmcreditsconsumed"]
+                        .to_str()
+                        .unwrap()
+                        .parse()
+                        .unwrap();
+                    reported.fetch_add(charged, Ordering::SeqCst);
+                    polls.fetch_add(1, Ordering::SeqCst);
+                    let body: Value = resp.json().await.unwrap();
+                    if body["task"]["task_status"] == "Completed" {
+                        return;
+                    }
+                }
+            })
+        })
+        .collect();
+    eventually("the clients to poll the running task", || async {
+        let n = polls.load(Ordering::SeqCst);
+        if n >= before {
+            Ok(())
+        } else {
+            Err(n)
+        }
+    })
+    .await;
+    clock.advance(WORK);
+    for p in pollers {
+        p.await.unwrap();
+    }
+    let b = admin.settled("pat").await;
+    assert_eq!(
+        (b["captured"].as_i64(), b["available"].as_i64()),
+        (Some(1), Some(4)),
+        "{b}"
+    );
+    assert!(reported.load(Ordering::SeqCst) <= 1);
+    let rows: Vec<(String, i64, Option<String>)> = admin
+        .history("pat")
+        .await
+        .iter()
+        .rev()
+        .filter(|r| r["kind"] != "grant")
+        .map(|r| {
+            assert_eq!(r["task_id"].as_str(), Some(stored_id), "{r}");
+            (
+                r["kind"].as_str().unwrap().to_string(),
+                r["amount"].as_i64().unwrap(),
+                r["step_id"].as_str().map(str::to_string),
+            )
+        })
+        .collect();
+    let kinds: Vec<(&str, i64)> = rows.iter().map(|(k, a, _)| (k.as_str(), *a)).collect();
+    assert_eq!(
+        kinds,
+        [("hold", 1), ("capture", 1), ("release", 0)],
+        "{rows:?}"
+    );
+    assert!(rows[1].2.is_some(), "the capture names its step: {rows:?}");
+    let verify = client()
+        .get(proxy.admin_url("/credits/verify"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    let (status, report) = common::status_and_json(verify).await;
+    assert_eq!(
+        (status, report["ok"].as_bool()),
+        (200, Some(true)),
+        "{report}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_polled_by_100_clients_at_once_is_charged_exactly_once() {
+    let clock = Clock::manual();
+    let agent = sample_agent_on(samples::mip003::serve, WORK, &clock).await;
+    let proxy = Proxy::start(&priced(agent, "{data_dir}"));
+    polled_at_once(&proxy, &clock, 100, 200).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_polled_by_100_clients_at_once_is_charged_exactly_once_on_postgresql() {
+    let pg = testkit::postgres::Postgres::start();
+    let clock = Clock::manual();
+    let agent = sample_agent_on(samples::mip003::serve, WORK, &clock).await;
+    let config = priced(agent, "{data_dir}").replacen(
+        "[[upstreams]]",
+        &format!(
+            "[store]\nurl = \"{}\"\n\n[[upstreams]]",
+            pg.database("polled")
+        ),
+        1,
+    );
+    let proxy = Proxy::start(&config);
+    polled_at_once(&proxy, &clock, 100, 200).await;
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(12))]
+
+    /// However the refreshes of one task interleave (clients' polls, each asking the agent or
+    /// taking what another stored within `min_refresh`, and the watcher's own polls, often or
+    /// rarely), a task that ends is settled exactly once: one hold, one capture, one release.
+    #[test]
+    fn every_interleaving_of_polls_and_the_watcher_settles_a_task_once(
+        pollers in 1usize..48,
+        before in 0usize..96,
+        min_refresh in proptest::sample::select(vec!["0s", "5ms", "50ms", "250ms"]),
+        poll_interval in proptest::sample::select(vec!["5ms", "50ms", "2s"]),
+    ) {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let clock = Clock::manual();
+            let agent = sample_agent_on(samples::mip003::serve, WORK, &clock).await;
+            let config = priced(agent, "{data_dir}")
+                .replace("min_refresh = \"50ms\"", &format!("min_refresh = \"{min_refresh}\""))
+                .replace("poll_interval = \"50ms\"", &format!("poll_interval = \"{poll_interval}\""))
+                .replace("poll_max_interval = \"200ms\"", &format!("poll_max_interval = \"{poll_interval}\""));
+            let proxy = Proxy::start(&config);
+            polled_at_once(&proxy, &clock, pollers, before).await;
+        });
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_task_charges_nothing() {
     let agent = sample_agent(samples::mip003::serve, Duration::from_millis(200)).await;

@@ -125,6 +125,16 @@ impl Settlement {
     pub fn is_empty(&self) -> bool {
         self.captures.is_empty() && !self.release
     }
+
+    /// This settlement for an update that leaves its task `terminal`: a task stored as ended
+    /// always releases what is left of its hold, whatever its caller asked, so that no way of
+    /// ending a task (now or added later) can leave its credits held for ever.
+    pub(crate) fn ending(&self, terminal: bool) -> Settlement {
+        Settlement {
+            captures: self.captures.clone(),
+            release: self.release || terminal,
+        }
+    }
 }
 
 /// What a settlement moved.

@@ -543,7 +543,7 @@ impl TaskStore for SqliteStore {
         settlement: &Settlement,
     ) -> Result<(i64, Settled), StoreError> {
         let row = Row::new(task)?;
-        let settlement = settlement.clone();
+        let settlement = settlement.ending(task.status.is_terminal());
         self.writer
             .run(move |c| {
                 rows::update(c, &row, version)?;

@@ -137,6 +137,7 @@ both!(
     insert_many_is_all_or_none,
     captures_beyond_the_hold_take_the_balance_and_note_what_it_did_not_cover,
     a_capture_is_charged_once_and_the_release_frees_the_rest_once,
+    a_task_stored_as_ended_releases_its_hold_whatever_the_caller_asked,
     a_revoke_never_takes_more_than_is_available,
     purchases_are_saved_and_replaced,
     the_audit_reads_open_holds_and_unstarted_tasks,
@@ -525,6 +526,36 @@ async fn captures_beyond_the_hold_take_the_balance_and_note_what_it_did_not_cove
             ("release", 0, 0, None),
         ],
         (10, 0, 0),
+    )
+    .await;
+}
+
+async fn a_task_stored_as_ended_releases_its_hold_whatever_the_caller_asked(db: Db) {
+    let (store, ann, mut task) = held(&db, 10, 4).await;
+    task.subject = Some("ann".to_string());
+    task.plan = Some("gold".to_string());
+    // Running, with a capture: the hold pays for it and stays open.
+    task.status = Status::Running;
+    let step = Settlement {
+        captures: vec![capture("a", 1)],
+        release: false,
+    };
+    let (v, settled) = store.update_and_settle(&task, 1, &step).await.unwrap();
+    assert_eq!((settled.captured, settled.released), (1, 0));
+    // Ended by an update that asks for no release: released all the same, once.
+    task.status = Status::Completed;
+    let v = store.update(&task, v).await.unwrap();
+    assert_eq!(store.update(&task, v).await, Ok(v + 1));
+    assert_ledger(
+        &store,
+        &ann,
+        &[
+            ("grant", 10, 0, None),
+            ("hold", 4, 0, None),
+            ("capture", 1, 1, None),
+            ("release", 3, 0, None),
+        ],
+        (1, 0, 9),
     )
     .await;
 }

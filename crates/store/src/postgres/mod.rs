@@ -387,7 +387,7 @@ impl TaskStore for PgStore {
         let update = Write::Update {
             row,
             version,
-            settlement: settlement.clone(),
+            settlement: settlement.ending(task.status.is_terminal()),
             account,
         };
         match self.writer.run(update).await? {
