@@ -664,6 +664,63 @@ async fn mcp_posted_answers_are_taken_with_202_or_refused_with_an_http_error_nam
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_question_left_unanswered_is_asked_once_and_the_call_ends_naming_the_task() {
+    let w = world().await;
+    let subject = "mcp-unanswered";
+    w.admin.grant(subject, 5).await;
+    let session = w
+        .initialize("/mcp", subject, json!({"elicitation": {}}))
+        .await;
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "upper", "arguments": {"text": "hello mode:input"}}});
+    let headers = [
+        ("mcp-session-id", session.as_str()),
+        ("mcp-protocol-version", "2025-11-25"),
+    ];
+    // The client never answers: the stream ends at the route's sync_timeout.
+    let a = w
+        .post("/mcp", Some(subject), &call.to_string(), &headers)
+        .await;
+    let asked: Vec<&Value> = a
+        .messages
+        .iter()
+        .filter(|m| m["method"] == "elicitation/create")
+        .collect();
+    assert_eq!(asked.len(), 1, "{a:?}");
+    let last = a.last();
+    assert_eq!(
+        (&last["id"], &last["result"]["isError"]),
+        (&json!(3), &json!(false)),
+        "{a:?}"
+    );
+    let handle = &last["result"]["structuredContent"];
+    assert_eq!(handle["status"], "input_required", "{a:?}");
+    // The question is still open: answered now, the task completes.
+    let task = handle["task_id"].as_str().expect("the task").to_string();
+    let answer = json!({"jsonrpc": "2.0", "id": asked[0]["id"],
+        "result": {"action": "accept", "content": {"more": "please"}}});
+    let a = w
+        .post("/mcp", Some(subject), &answer.to_string(), &headers)
+        .await;
+    assert_eq!(a.status, 202, "{a:?}");
+    let a = w
+        .call(
+            "/mcp",
+            subject,
+            4,
+            "interlingua_task_get",
+            json!({"task_id": task}),
+        )
+        .await;
+    assert_eq!(
+        text_of(&a.last()["result"]),
+        "HELLO MODE:INPUT please",
+        "{a:?}"
+    );
+    w.admin.charged(subject, 5, 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_call_past_sync_timeout_names_the_task_and_helper_tools_follow_or_cancel_it() {
     let w = world().await;
     let subject = "mcp-slow";
