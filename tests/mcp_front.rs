@@ -580,6 +580,146 @@ async fn mcp_input_required_names_the_task_and_the_helper_tools_finish_it() {
     w.admin.charged(subject, 5, 1).await;
 }
 
+/// A client's answer to interlingua's elicitation request `il~<task>~<n>`, a JSON-RPC response.
+fn elicit_answer(task: &str, result: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": format!("il~{task}~1"), "result": result}).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_posted_answers_are_taken_with_202_or_refused_with_an_http_error_naming_no_id() {
+    let w = world().await;
+    let subject = "mcp-answers";
+    w.admin.grant(subject, 5).await;
+    // A task waiting for input (this client cannot elicit: the call names the task).
+    let a = w
+        .call(
+            "/mcp",
+            subject,
+            7,
+            "upper",
+            json!({"text": "hello mode:input"}),
+        )
+        .await;
+    let task = a.last()["result"]["structuredContent"]["task_id"]
+        .as_str()
+        .expect("the task's id")
+        .to_string();
+    let accept = elicit_answer(
+        &task,
+        json!({"action": "accept", "content": {"more": "please"}}),
+    );
+    // Taken (Streamable HTTP: a response accepted is 202, no body).
+    let a = w.post("/mcp", Some(subject), &accept, &[]).await;
+    assert_eq!(
+        (a.status, a.content_type.as_deref(), a.raw.as_str()),
+        (202, None, ""),
+        "{a:?}"
+    );
+    // The task has moved on: the same answer again cannot be taken. An HTTP error, its body a
+    // JSON-RPC error with no id (the response has none to be answered by).
+    let refused = |a: &Answer, status: u16, says: &str| {
+        assert_eq!(
+            (a.status, a.content_type.as_deref()),
+            (status, Some("application/json")),
+            "{a:?}"
+        );
+        let e = a.last();
+        assert_eq!(e.get("id"), None, "{a:?}");
+        assert_eq!(
+            (e["jsonrpc"].as_str(), e["error"]["code"].as_i64()),
+            (Some("2.0"), Some(-32602)),
+            "{a:?}"
+        );
+        let message = e["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{a:?}");
+    };
+    let a = w.post("/mcp", Some(subject), &accept, &[]).await;
+    refused(&a, 409, "is not waiting for input");
+    // An answer for no task of this caller's.
+    let other = elicit_answer(
+        "00000000-0000-7000-8000-000000000000",
+        json!({"action": "accept", "content": {"more": "x"}}),
+    );
+    let a = w.post("/mcp", Some(subject), &other, &[]).await;
+    refused(&a, 404, "00000000-0000-7000-8000-000000000000");
+    // The input reached the agent; the task ends, and a late decline cannot cancel it.
+    let a = w
+        .call(
+            "/mcp",
+            subject,
+            8,
+            "interlingua_task_get",
+            json!({"task_id": task}),
+        )
+        .await;
+    assert_eq!(
+        text_of(&a.last()["result"]),
+        "HELLO MODE:INPUT please",
+        "{a:?}"
+    );
+    let decline = elicit_answer(&task, json!({"action": "decline"}));
+    let a = w.post("/mcp", Some(subject), &decline, &[]).await;
+    refused(&a, 409, "has already ended");
+    w.admin.charged(subject, 5, 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_question_left_unanswered_is_asked_once_and_the_call_ends_naming_the_task() {
+    let w = world().await;
+    let subject = "mcp-unanswered";
+    w.admin.grant(subject, 5).await;
+    let session = w
+        .initialize("/mcp", subject, json!({"elicitation": {}}))
+        .await;
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "upper", "arguments": {"text": "hello mode:input"}}});
+    let headers = [
+        ("mcp-session-id", session.as_str()),
+        ("mcp-protocol-version", "2025-11-25"),
+    ];
+    // The client never answers: the stream ends at the route's sync_timeout.
+    let a = w
+        .post("/mcp", Some(subject), &call.to_string(), &headers)
+        .await;
+    let asked: Vec<&Value> = a
+        .messages
+        .iter()
+        .filter(|m| m["method"] == "elicitation/create")
+        .collect();
+    assert_eq!(asked.len(), 1, "{a:?}");
+    let last = a.last();
+    assert_eq!(
+        (&last["id"], &last["result"]["isError"]),
+        (&json!(3), &json!(false)),
+        "{a:?}"
+    );
+    let handle = &last["result"]["structuredContent"];
+    assert_eq!(handle["status"], "input_required", "{a:?}");
+    // The question is still open: answered now, the task completes.
+    let task = handle["task_id"].as_str().expect("the task").to_string();
+    let answer = json!({"jsonrpc": "2.0", "id": asked[0]["id"],
+        "result": {"action": "accept", "content": {"more": "please"}}});
+    let a = w
+        .post("/mcp", Some(subject), &answer.to_string(), &headers)
+        .await;
+    assert_eq!(a.status, 202, "{a:?}");
+    let a = w
+        .call(
+            "/mcp",
+            subject,
+            4,
+            "interlingua_task_get",
+            json!({"task_id": task}),
+        )
+        .await;
+    assert_eq!(
+        text_of(&a.last()["result"]),
+        "HELLO MODE:INPUT please",
+        "{a:?}"
+    );
+    w.admin.charged(subject, 5, 1).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_call_past_sync_timeout_names_the_task_and_helper_tools_follow_or_cancel_it() {
     let w = world().await;

@@ -9,8 +9,9 @@
 //!
 //! The agents behind interlingua are real too: the `masumi` 1.2.0 package as a MIP-003 agent (with
 //! the payment node stand-in it waits on) and the `a2a-sdk` 1.3.0 agent, besides interlingua's
-//! sample MIP-003 agent for the timing-sensitive cases. Every route is paid: the ledger shows one
-//! hold, a capture per completed step and the release, whatever the client.
+//! sample MIP-003 and Nevermined agents for the timing-sensitive cases, each asking for input in a
+//! named field or in words. Every route is paid: the ledger shows one hold, a capture per
+//! completed step and the release, whatever the client.
 
 mod common;
 
@@ -20,13 +21,15 @@ use std::time::Duration;
 use common::money::{paid_config, paid_route, Admin};
 use common::peers::{masumi_agent, mcp1_python, mcp2_python, peers_python, run_json, Peer};
 use common::secrets::token;
-use common::{sample_agent, Proxy, DEADLINE};
+use common::{sample_agent, sample_agent_asking_in_words, Proxy, DEADLINE};
 use serde_json::{json, Value};
 
 /// How long a job takes on the sample agent and on the SDK's A2A agent.
 const WORK: Duration = Duration::from_millis(1200);
 /// Long enough that a client cancels the task while it runs.
 const SLOW_WORK: Duration = Duration::from_secs(6);
+/// The DID of the sample Nevermined agent.
+const DID: &str = "did:nv:5392e8cdc5addec2b7384072fda166d42a5d4ab96ae6d311f516b6b324f24cec";
 
 struct World {
     proxy: Proxy,
@@ -41,7 +44,14 @@ struct World {
 /// | `/mip` | `upper` | mip003 | interlingua's sample agent, jobs of [`WORK`] |
 /// | `/slow` | `slow_upper` | mip003 | the sample agent, jobs of [`SLOW_WORK`] |
 /// | `/masumi` | `masumi_agent` | mip003 | the `masumi` 1.2.0 package |
-/// | `/a2a` | `a2a_agent` | a2a | the `a2a-sdk` 1.3.0 agent |
+/// | `/a2a` | `a2a_agent` | a2a | the `a2a-sdk` 1.3.0 agent (asks for input in words) |
+/// | `/mip_words` | `upper_words` | mip003 | the sample agent asking for input in words |
+/// | `/nvm` | `nvm_upper` | nevermined | the sample Nevermined agent, tasks of [`WORK`] |
+/// | `/nvm_words` | `nvm_words` | nevermined | the same, asking for input in words |
+///
+/// The sample agents ask (text `mode:input`) for a field `more`, or in words (no field named:
+/// the MIP-003 agent's status carries a question and no input schema, the Nevermined agent's
+/// waiting step its question and no `input_schema`).
 async fn world() -> World {
     let python = tokio::task::spawn_blocking(peers_python).await.unwrap();
     let peers = tokio::task::spawn_blocking(move || {
@@ -60,9 +70,15 @@ async fn world() -> World {
     .unwrap();
     let mip = sample_agent(samples::mip003::serve, WORK).await;
     let slow = sample_agent(samples::mip003::serve, SLOW_WORK).await;
+    let mip_words = sample_agent_asking_in_words(samples::mip003::serve, WORK).await;
+    let nvm = sample_agent(samples::nevermined::serve, WORK).await;
+    let nvm_words = sample_agent_asking_in_words(samples::nevermined::serve, WORK).await;
     let mut rest = format!(
         "[[upstreams]]\nname = \"mip\"\naddress = \"{mip}\"\n\n\
          [[upstreams]]\nname = \"slow\"\naddress = \"{slow}\"\n\n\
+         [[upstreams]]\nname = \"mip_words\"\naddress = \"{mip_words}\"\n\n\
+         [[upstreams]]\nname = \"nvm\"\naddress = \"{nvm}\"\n\n\
+         [[upstreams]]\nname = \"nvm_words\"\naddress = \"{nvm_words}\"\n\n\
          [[upstreams]]\nname = \"masumi\"\naddress = \"127.0.0.1:{}\"\nread_timeout = \"10s\"\n\n\
          [[upstreams]]\nname = \"a2a\"\naddress = \"127.0.0.1:{}\"\nread_timeout = \"10s\"\n",
         peers[1].port, peers[2].port
@@ -70,17 +86,17 @@ async fn world() -> World {
     for (name, prefix, upstream, back) in [
         ("upper", "/mip", "mip", "mip003"),
         ("slow_upper", "/slow", "slow", "mip003"),
+        ("upper_words", "/mip_words", "mip_words", "mip003"),
+        ("nvm_upper", "/nvm", "nvm", "nevermined"),
+        ("nvm_words", "/nvm_words", "nvm_words", "nevermined"),
         ("masumi_agent", "/masumi", "masumi", "mip003"),
         ("a2a_agent", "/a2a", "a2a", "a2a"),
     ] {
-        rest.push_str(&paid_route(
-            name,
-            prefix,
-            upstream,
-            "mcp",
-            back,
-            "sync_timeout = \"20s\"",
-        ));
+        let mut settings = "sync_timeout = \"20s\"".to_string();
+        if back == "nevermined" {
+            settings.push_str(&format!("\nvars.nevermined = {{ agent_did = \"{DID}\" }}"));
+        }
+        rest.push_str(&paid_route(name, prefix, upstream, "mcp", back, &settings));
     }
     let proxy = Proxy::start(&paid_config(&rest));
     World {
@@ -486,4 +502,189 @@ async fn sdk_clients_answer_the_agents_question_by_elicitation_in_both_eras_and_
     );
     // Four answered tasks charged one step each; the declined one nothing.
     w.admin.charged(subject, 10, 4).await;
+}
+
+/// An agent that asks for input, as a route of [`world`] reaches it: what the client answers
+/// when asked, the one field the form it gets asks for, and the tool's result once answered.
+struct Asking {
+    prefix: &'static str,
+    tool: &'static str,
+    /// The elicitation's content, as the client accepts it.
+    answer: &'static str,
+    /// The field the form asks for: the agent's own (`more`), or, asked in words, `text`.
+    asked: &'static str,
+    /// The agent's question, when it asks in words (a form's words are interlingua's otherwise).
+    question: Option<&'static str>,
+    expected: &'static str,
+    /// What one task costs once answered: a Nevermined agent's four steps, else one.
+    cost: i64,
+}
+
+/// The sample MIP-003 and Nevermined agents, asking in a field and in words, and the a2a-sdk
+/// agent, which asks in words (A2A has no input schema: an A2A agent cannot name a field).
+const ASKING: [Asking; 5] = [
+    Asking {
+        prefix: "/mip",
+        tool: "upper",
+        answer: r#"{"more":"please"}"#,
+        asked: "more",
+        question: None,
+        expected: "HELLO MODE:INPUT please",
+        cost: 1,
+    },
+    Asking {
+        prefix: "/mip_words",
+        tool: "upper_words",
+        answer: r#"{"text":"more text"}"#,
+        asked: "text",
+        question: Some("What should be added?"),
+        expected: "HELLO MODE:INPUT more text",
+        cost: 1,
+    },
+    Asking {
+        prefix: "/nvm",
+        tool: "nvm_upper",
+        answer: r#"{"more":"please"}"#,
+        asked: "more",
+        question: None,
+        expected: "HELLO MODE:INPUT please",
+        cost: 4,
+    },
+    Asking {
+        prefix: "/nvm_words",
+        tool: "nvm_words",
+        answer: r#"{"text":"more text"}"#,
+        asked: "text",
+        question: Some("What should be added?"),
+        expected: "HELLO MODE:INPUT more text",
+        cost: 4,
+    },
+    Asking {
+        prefix: "/a2a",
+        tool: "a2a_agent",
+        answer: r#"{"text":"more text"}"#,
+        asked: "text",
+        question: Some("Please provide more"),
+        expected: "HELLO MODE:INPUT more text",
+        cost: 1,
+    },
+];
+
+/// The clients that elicit: mcp 2.3.0 in the legacy era (`elicitation/create` on the call's
+/// stream) and in 2026-07-28 (`input_required`, answered by calling again), mcp 1.30.0 (legacy).
+const ELICITING: [(bool, &str); 3] = [(false, "legacy"), (false, "2026-07-28"), (true, "legacy")];
+
+fn subject_of(what: &str, agent: &Asking) -> String {
+    format!("{what}{}", agent.prefix.replace('/', "-"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_clients_answer_agents_asking_in_words_and_in_fields_and_the_answer_reaches_them() {
+    let w = world().await;
+    for agent in &ASKING {
+        w.admin.grant(&subject_of("asked", agent), 20).await;
+    }
+    for (v1, mode) in ELICITING {
+        let calls = ASKING.iter().map(|agent| {
+            let w = &w;
+            async move {
+                let subject = subject_of("asked", agent);
+                let args = [
+                    "--mode",
+                    mode,
+                    "--elicit",
+                    agent.answer,
+                    "--call",
+                    agent.tool,
+                    "--args",
+                    r#"{"text":"hello mode:input"}"#,
+                ];
+                w.sdk(v1, agent.prefix, Some(&subject), &args).await
+            }
+        });
+        let outs = futures_util::future::join_all(calls).await;
+        for (agent, out) in ASKING.iter().zip(outs) {
+            let case = format!(
+                "{} {mode} {}",
+                if v1 { "1.30.0" } else { "2.3.0" },
+                agent.tool
+            );
+            assert_eq!(out["error"], Value::Null, "{case}: {out}");
+            // The answer reached the agent: in its field, or, asked in words, as its text
+            // (Nevermined's input_query, the A2A message's text, MIP-003's input_data.text).
+            assert_eq!(out["result"]["isError"], false, "{case}: {out}");
+            assert_eq!(text(&out), agent.expected, "{case}: {out}");
+            let seen = out["elicitations"].as_array().expect("elicitations");
+            assert_eq!(seen.len(), 1, "{case}: {out}");
+            let schema = &seen[0]["requestedSchema"];
+            assert_eq!(schema["required"], json!([agent.asked]), "{case}: {out}");
+            assert_eq!(
+                schema["properties"][agent.asked]["type"], "string",
+                "{case}: {out}"
+            );
+            if let Some(question) = agent.question {
+                assert_eq!(seen[0]["message"], question, "{case}: {out}");
+            }
+        }
+    }
+    // Three answered tasks per agent, each charged its steps.
+    for agent in &ASKING {
+        let cost = 3 * agent.cost;
+        w.admin.charged(&subject_of("asked", agent), 20, cost).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_clients_that_decline_or_dismiss_the_question_cancel_the_task_in_both_eras() {
+    let w = world().await;
+    let [mip, mip_words, nvm, nvm_words, a2a] = &ASKING;
+    // (1.30.0?, era, how the client answers, the agent asking)
+    let cases: [(bool, &str, &str, &Asking); 6] = [
+        (false, "2026-07-28", "--decline", mip),
+        (false, "2026-07-28", "--decline", a2a),
+        (false, "2026-07-28", "--dismiss", nvm_words),
+        (false, "2026-07-28", "--dismiss", mip_words),
+        (false, "legacy", "--dismiss", a2a),
+        (true, "legacy", "--decline", nvm),
+    ];
+    for i in 0..cases.len() {
+        w.admin.grant(&format!("refused-{i}"), 5).await;
+    }
+    let calls = cases.iter().enumerate().map(|(i, (v1, mode, how, agent))| {
+        let w = &w;
+        async move {
+            let subject = format!("refused-{i}");
+            let args = [
+                "--mode",
+                mode,
+                how,
+                "--call",
+                agent.tool,
+                "--args",
+                r#"{"text":"hello mode:input"}"#,
+            ];
+            w.sdk(*v1, agent.prefix, Some(&subject), &args).await
+        }
+    });
+    let outs = futures_util::future::join_all(calls).await;
+    for (i, ((v1, mode, how, agent), out)) in cases.iter().zip(outs).enumerate() {
+        let case = format!(
+            "{i}: {} {mode} {how} {}",
+            if *v1 { "1.30.0" } else { "2.3.0" },
+            agent.tool
+        );
+        assert_eq!(out["error"], Value::Null, "{case}: {out}");
+        assert_eq!(
+            out["elicitations"].as_array().map(Vec::len),
+            Some(1),
+            "{case}: {out}"
+        );
+        // The task was cancelled, and the call says so, as a tool error.
+        assert_eq!(out["result"]["isError"], true, "{case}: {out}");
+        assert_eq!(text(&out), "The task was cancelled.", "{case}: {out}");
+        // Its hold released; what the agent finished before it asked is charged (the Nevermined
+        // agent's first two steps), nothing after.
+        let captured = if agent.cost == 4 { 2 } else { 0 };
+        w.admin.charged(&format!("refused-{i}"), 5, captured).await;
+    }
 }

@@ -322,7 +322,7 @@ impl Engine {
             let view = Canonical::decoded(doc.clone()).with_agent(&agent);
             translation::check(&fop.checks, &view, &t.front_ctx())?;
             if fop.reply {
-                return reply(fop, &view, &t.front_ctx());
+                return full_answer(fop, &view, &t.front_ctx());
             }
         }
         // A search's stream follows what the search found.
@@ -393,24 +393,7 @@ impl Engine {
                 body: Body::Events(events),
             });
         }
-        let rendered = translation::render_answer(fop, &out, &t.front_ctx())?;
-        let body = match rendered.body {
-            Some(b) => serde_json::to_vec(&b).map_err(|e| ProxyError::Internal(e.to_string()))?,
-            None => Vec::new(),
-        };
-        let mut headers = rendered.headers;
-        // A form may name its own JSON media type (A2A's HTTP+JSON answers application/a2a+json).
-        if !headers
-            .iter()
-            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
-        {
-            headers.push(("content-type".to_string(), "application/json".to_string()));
-        }
-        Ok(FrontResponse {
-            status: fop.status,
-            headers,
-            body: Body::Full(body),
-        })
+        full_answer(fop, &out, &t.front_ctx())
     }
 
     /// Calls operation `op` of the back with the canonical document `doc`; returns what the
@@ -798,7 +781,11 @@ fn field_place(label: &str) -> (&'static str, String) {
 
 /// The answer of an `[answer.NAME]` form: its rules written over the request and the route's
 /// agent; no body rules, no body (an acknowledged notification's 202).
-fn reply(fop: &Op, doc: &dyn Doc, ctx: &Context<'_>) -> Result<FrontResponse, ProxyError> {
+/// `fop`'s answer written whole from `doc`: its status, its header rules, and its body as JSON
+/// (`application/json` unless a rule names another JSON media type: A2A's HTTP+JSON answers
+/// `application/a2a+json`). A form that writes no body answers none, and no content type (a
+/// 202 to an MCP notification or a POSTed response).
+fn full_answer(fop: &Op, doc: &dyn Doc, ctx: &Context<'_>) -> Result<FrontResponse, ProxyError> {
     let rendered = translation::render_answer(fop, doc, ctx)?;
     let mut headers = rendered.headers;
     let body = match rendered.body {

@@ -291,8 +291,19 @@ where
     let options = Options {
         work,
         clock: clock.clone(),
+        ..Options::default()
     };
     sample_agent_with(serve, options).await
+}
+
+/// Starts a sample agent as [`sample_agent`] does, asking for input in words (no field named:
+/// [`samples::Ask::Words`]).
+pub async fn sample_agent_asking_in_words<F, Fut>(serve: F, work: Duration) -> SocketAddr
+where
+    F: FnOnce(TcpListener, Options) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    sample_agent_with(serve, Options::work(work).asking_in_words()).await
 }
 
 async fn sample_agent_with<F, Fut>(serve: F, options: Options) -> SocketAddr

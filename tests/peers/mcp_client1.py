@@ -4,7 +4,7 @@ API), for the virtualenv of tests/peers/requirements-mcp1.txt. Initialize-era on
 
   python mcp_client1.py --url http://127.0.0.1:PORT/mcp [--token T] [--mode legacy]
                         [--call NAME [--args JSON] [--task [--cancel] [--await-status S]]] [--list-tasks]
-                        [--elicit JSON | --decline] [--timeout S]
+                        [--elicit JSON | --decline | --dismiss] [--timeout S]
 
 Connects with the non-deprecated `streamable_http_client(url, http_client=httpx.AsyncClient(headers=…))`,
 initializes, lists the tools, and calls --call with --args if given:
@@ -25,9 +25,10 @@ initializes, lists the tools, and calls --call with --args if given:
 --list-tasks after everything, `list_tasks()`: the task ids in "listed".
 --token T   "Authorization: Bearer T" on every request (a default header of the httpx.AsyncClient).
 --elicit J  an elicitation callback that records each request and answers `accept` with the JSON object J
-            as content. Without it (and without --decline) there is NO callback, so the client declares no
+            as content. Without it (and without --decline or --dismiss) there is NO callback, so the client declares no
             elicitation capability.
 --decline   an elicitation callback that records each request and answers `decline`.
+--dismiss   an elicitation callback that records each request and answers `cancel` (the form dismissed).
 --mode      only "legacy" (accepted so that both clients take the same arguments).
 --timeout S the whole run, connection included (default 60); the script never hangs past it.
 

@@ -3,7 +3,7 @@
 tests/peers/requirements-mcp2.txt.
 
   python mcp_client2.py --url http://127.0.0.1:PORT/mcp [--token T] [--mode legacy|auto|2026-07-28]
-                        [--call NAME [--args JSON]] [--elicit JSON | --decline] [--timeout S]
+                        [--call NAME [--args JSON]] [--elicit JSON | --decline | --dismiss] [--timeout S]
 
 Connects (Streamable HTTP) in the given --mode (default legacy: the initialize handshake; auto: the SDK's
 default, `server/discover` first and initialize on any error; 2026-07-28: adopts that version with nothing
@@ -13,9 +13,10 @@ puts a progressToken in `_meta`).
 --token T   "Authorization: Bearer T" on every request: a default header of the httpx2.AsyncClient handed
             to streamable_http_client (which takes no headers of its own).
 --elicit J  an elicitation callback that records each request and answers `accept` with the JSON object J
-            as content. Without it (and without --decline) the client has NO callback, so it declares no
+            as content. Without it (and without --decline or --dismiss) the client has NO callback, so it declares no
             elicitation capability.
 --decline   an elicitation callback that records each request and answers `decline`.
+--dismiss   an elicitation callback that records each request and answers `cancel` (the form dismissed).
 --timeout S the whole run, connection included (default 60); the script never hangs past it.
 
 Output: ONE JSON object on stdout:

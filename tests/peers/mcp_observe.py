@@ -24,6 +24,9 @@ def parser(doc):
         "(absent, and no --decline: no elicitation callback, so no elicitation capability)",
     )
     ap.add_argument("--decline", action="store_true", help="answer elicitation requests with action decline")
+    ap.add_argument(
+        "--dismiss", action="store_true", help="answer elicitation requests with action cancel (the form dismissed)"
+    )
     ap.add_argument("--timeout", type=float, default=60.0, help="overall limit in seconds (default 60)")
     return ap
 
@@ -95,7 +98,7 @@ class Observer:
         self.answer = json.loads(args.elicit) if args.elicit is not None else None
 
     def wants_elicitation(self):
-        return self.args.elicit is not None or self.args.decline
+        return self.args.elicit is not None or self.args.decline or self.args.dismiss
 
     async def progress(self, progress, total, message):
         self.out["progress"].append({"progress": progress, "total": total, "message": message})
@@ -108,6 +111,8 @@ class Observer:
         )
         if self.args.decline:
             return "decline", None
+        if self.args.dismiss:
+            return "cancel", None
         return "accept", self.answer
 
     def finish(self, exc):

@@ -61,6 +61,20 @@ pub struct Options {
     pub work: Duration,
     /// The time jobs go by.
     pub clock: Clock,
+    /// How a job in mode `input` asks for its input (the agents whose dialect can name fields:
+    /// [`mip003`], [`nevermined`]).
+    pub ask: Ask,
+}
+
+/// How an agent asks for input.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Ask {
+    /// In a named field, `more`, with an input schema saying so.
+    #[default]
+    Fields,
+    /// In words: a question and no input schema; the answer is the reply's text (MIP-003
+    /// `input_data.text`, Nevermined `input_query`).
+    Words,
 }
 
 impl Default for Options {
@@ -68,6 +82,7 @@ impl Default for Options {
         Options {
             work: Duration::from_secs(3),
             clock: Clock::default(),
+            ask: Ask::default(),
         }
     }
 }
@@ -77,7 +92,15 @@ impl Options {
     pub fn work(work: Duration) -> Options {
         Options {
             work,
-            clock: Clock::default(),
+            ..Options::default()
+        }
+    }
+
+    /// These options, with input asked for in words ([`Ask::Words`]).
+    pub fn asking_in_words(self) -> Options {
+        Options {
+            ask: Ask::Words,
+            ..self
         }
     }
 
@@ -93,6 +116,9 @@ impl Options {
         self.work * 4
     }
 }
+
+/// The question of an agent that asks for input in words ([`Ask::Words`]).
+pub const QUESTION: &str = "What should be added?";
 
 /// What a job is asked to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,9 @@
 //! `completed` (the result is the input `text` upper-cased) or `failed` (mode `fail`: `input_data.mode`,
 //! or `mode:fail` / `mode:input` in the text when there is no `mode`). With mode
 //! `input` the job stops halfway in `awaiting_input`, asking for a field `more`, and finishes half
-//! a `work` after the input arrives, with `more` appended to the result.
+//! a `work` after the input arrives, with `more` appended to the result. An agent asking in words
+//! ([`Ask::Words`]) names no field: its status carries the question as `message` and no
+//! `input_schema`, and the answer is `input_data.text`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,7 +17,7 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
-use super::{Call, Mode, Options};
+use super::{Ask, Call, Mode, Options, QUESTION};
 use masumi::mip004;
 
 struct Job {
@@ -146,14 +148,19 @@ fn handle(jobs: &Mutex<HashMap<String, Job>>, o: &Options, call: Call) -> (Statu
             let (status, schema, result) = match job.phase(o, o.clock.now()) {
                 Phase::AwaitingPayment => ("awaiting_payment", Value::Null, Value::Null),
                 Phase::Running => ("running", Value::Null, Value::Null),
+                Phase::AwaitingInput if o.ask == Ask::Words => {
+                    ("awaiting_input", Value::Null, Value::Null)
+                }
                 Phase::AwaitingInput => ("awaiting_input", more_schema(), Value::Null),
                 Phase::Completed(r) => ("completed", Value::Null, Value::String(r)),
                 Phase::Failed => ("failed", Value::Null, Value::Null),
             };
-            (
-                StatusCode::OK,
-                json!({"id": status_id, "job_id": job_id, "status": status, "input_schema": schema, "result": result}),
-            )
+            let mut answer = json!({"id": status_id, "job_id": job_id, "status": status,
+                                    "input_schema": schema, "result": result});
+            if status == "awaiting_input" && o.ask == Ask::Words {
+                answer["message"] = json!(QUESTION);
+            }
+            (StatusCode::OK, answer)
         }
         (&Method::POST, "/provide_input") => {
             let job_id = body
@@ -172,15 +179,21 @@ fn handle(jobs: &Mutex<HashMap<String, Job>>, o: &Options, call: Call) -> (Statu
                 );
             }
             let data = body.get("input_data").cloned().unwrap_or(json!({}));
+            // Asked in words, the answer is the reply's text; asked in a field, that field.
+            let field = match o.ask {
+                Ask::Fields => "more",
+                Ask::Words => "text",
+            };
             let Some(more) = data
-                .get("more")
+                .get(field)
                 .and_then(Value::as_str)
                 .filter(|m| !m.trim().is_empty())
             else {
+                let message = format!("Validation failed: Required field '{field}' is missing");
                 return (
                     StatusCode::BAD_REQUEST,
-                    json!({"detail": {"message": "Validation failed: Required field 'more' is missing",
-                                      "field_errors": {"more": ["Required field 'more' is missing"]}}}),
+                    json!({"detail": {"message": message,
+                                      "field_errors": {field: [format!("Required field '{field}' is missing")]}}}),
                 );
             };
             job.input = Some((o.clock.now(), more.to_string()));
@@ -193,5 +206,52 @@ fn handle(jobs: &Mutex<HashMap<String, Job>>, o: &Options, call: Call) -> (Statu
         ),
         (&Method::GET, "/input_schema") => (StatusCode::OK, input_schema()),
         _ => detail(StatusCode::NOT_FOUND, "Not Found"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{eventually, Agent};
+
+    #[tokio::test]
+    async fn asking_in_words_names_no_field_and_takes_the_answer_as_the_text() {
+        let agent = Agent::start_asking_in_words(serve).await;
+        let (status, started) = agent
+            .post_json(
+                "/start_job",
+                json!({"identifier_from_purchaser": "p1", "input_data": {"text": "hi mode:input"}}),
+            )
+            .await;
+        assert_eq!(status, 200, "{started}");
+        let job = started["id"].as_str().unwrap().to_string();
+        let asked = eventually("the job to ask", || async {
+            let (_, s) = agent.get_json(&format!("/status?job_id={job}")).await;
+            (s["status"] == "awaiting_input").then_some(s)
+        })
+        .await;
+        assert_eq!(asked["input_schema"], Value::Null, "{asked}");
+        assert_eq!(asked["message"], QUESTION, "{asked}");
+        // A field answer is not the text.
+        let (status, refused) = agent
+            .post_json(
+                "/provide_input",
+                json!({"job_id": job, "input_data": {"more": "x"}}),
+            )
+            .await;
+        assert_eq!(status, 400, "{refused}");
+        let (status, _) = agent
+            .post_json(
+                "/provide_input",
+                json!({"job_id": job, "input_data": {"text": "more text"}}),
+            )
+            .await;
+        assert_eq!(status, 200);
+        let done = eventually("the job to complete", || async {
+            let (_, s) = agent.get_json(&format!("/status?job_id={job}")).await;
+            (s["status"] == "completed").then_some(s)
+        })
+        .await;
+        assert_eq!(done["result"], "HI MODE:INPUT more text");
     }
 }

@@ -6,7 +6,9 @@
 //! `fail`). With mode `input` the task stops halfway: step `ask` waits (`is_waiting`,
 //! `Not_Ready`) with an `input_schema` asking for `more`, while the task stays `In_Progress`, as
 //! real Nevermined agents leave it; a `PUT` of that step with `input_additional.more` lets it
-//! finish half a `work` later (step `finish`). Each step that completes costs 1 credit.
+//! finish half a `work` later (step `finish`). Each step that completes costs 1 credit. An agent
+//! asking in words ([`Ask::Words`]) names no field: the waiting step's output is the question,
+//! with no `input_schema`, and the answer is the update's `input_query`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,7 +20,7 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
-use super::{Call, Mode, Options};
+use super::{Ask, Call, Mode, Options, QUESTION};
 use mapping::task::time::format_iso_ms;
 
 struct Task {
@@ -74,14 +76,9 @@ impl Task {
         match (self.mode, &self.input) {
             // The step waits; the task is still in progress (DIALECTS.md §2.2: agents mark the
             // waiting step, not the task).
-            (Mode::Input, None) if t >= o.work / 2 => (
-                "In_Progress",
-                String::new(),
-                json!({}),
-                vec![
-                    init,
-                    step(1, "work", "Completed", false, "", json!({})),
-                    step(
+            (Mode::Input, None) if t >= o.work / 2 => {
+                let ask = match o.ask {
+                    Ask::Fields => step(
                         2,
                         "ask",
                         "Not_Ready",
@@ -89,8 +86,19 @@ impl Task {
                         "",
                         json!({"input_schema": more_schema()}),
                     ),
-                ],
-            ),
+                    Ask::Words => step(2, "ask", "Not_Ready", false, QUESTION, json!({})),
+                };
+                (
+                    "In_Progress",
+                    String::new(),
+                    json!({}),
+                    vec![
+                        init,
+                        step(1, "work", "Completed", false, "", json!({})),
+                        ask,
+                    ],
+                )
+            }
             (Mode::Input, Some((at, more))) => {
                 let done = now.duration_since(*at) >= o.work / 2;
                 let out = format!("{upper} {more}");
@@ -254,14 +262,26 @@ fn handle(tasks: &Mutex<HashMap<String, Task>>, o: &Options, call: Call) -> (Sta
             {
                 return error(StatusCode::BAD_REQUEST, "the task is not waiting for input");
             }
-            let more = body
-                .get("input_additional")
-                .and_then(|a| a.get("more"))
-                .and_then(Value::as_str)
-                .or_else(|| body.get("input_query").and_then(Value::as_str))
-                .filter(|m| !m.trim().is_empty());
+            let query = body.get("input_query").and_then(Value::as_str);
+            // Asked in words, the answer is the update's query; asked in a field, that field
+            // (or, failing it, the query).
+            let more = match o.ask {
+                Ask::Fields => body
+                    .get("input_additional")
+                    .and_then(|a| a.get("more"))
+                    .and_then(Value::as_str)
+                    .or(query),
+                Ask::Words => query,
+            }
+            .filter(|m| !m.trim().is_empty());
             let Some(more) = more else {
-                return error(StatusCode::BAD_REQUEST, "input_additional.more is required");
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    match o.ask {
+                        Ask::Fields => "input_additional.more is required",
+                        Ask::Words => "input_query must be a non-empty string",
+                    },
+                );
             };
             t.input = Some((o.clock.now(), more.to_string()));
             let rendered = t.render(o);
@@ -269,5 +289,52 @@ fn handle(tasks: &Mutex<HashMap<String, Task>>, o: &Options, call: Call) -> (Sta
             (StatusCode::CREATED, step)
         }
         _ => error(StatusCode::NOT_FOUND, "Not Found"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{eventually, Agent};
+
+    #[tokio::test]
+    async fn asking_in_words_names_no_field_and_takes_the_answer_as_the_query() {
+        let agent = Agent::start_asking_in_words(serve).await;
+        let (status, made) = agent
+            .post_json(
+                "/api/v1/agents/did:nv:1/tasks",
+                json!({"input_query": "hi mode:input"}),
+            )
+            .await;
+        assert_eq!(status, 201, "{made}");
+        let task = made["task"]["task_id"].as_str().unwrap().to_string();
+        let url = format!("/api/v1/agents/did:nv:1/tasks/{task}");
+        let asked = eventually("the task to ask", || async {
+            let (_, t) = agent.get_json(&url).await;
+            let waiting = t["steps"]
+                .as_array()?
+                .iter()
+                .find(|s| s["step_status"] == "Not_Ready")?
+                .clone();
+            Some(waiting)
+        })
+        .await;
+        assert_eq!(asked["output"], QUESTION, "{asked}");
+        assert_eq!(asked["output_additional"], json!({}), "{asked}");
+        let step = format!("{url}/step/{}", asked["step_id"].as_str().unwrap());
+        let put = |body: Value| agent.http.put(agent.url(&step)).json(&body).send();
+        // An answer in a field, with no query, is refused as the hub's agents refuse it.
+        let refused = put(json!({"input_query": "", "input_additional": {"more": "x"}}))
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 400);
+        let taken = put(json!({"input_query": "more text"})).await.unwrap();
+        assert_eq!(taken.status(), 201);
+        let done = eventually("the task to complete", || async {
+            let (_, t) = agent.get_json(&url).await;
+            (t["task"]["task_status"] == "Completed").then_some(t)
+        })
+        .await;
+        assert_eq!(done["task"]["output"], "HI MODE:INPUT more text");
     }
 }

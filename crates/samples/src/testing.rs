@@ -31,9 +31,26 @@ impl Agent {
         S: FnOnce(TcpListener, Options) -> F,
         F: Future<Output = ()> + Send + 'static,
     {
+        Agent::start_with(serve, Options::work(WORK)).await
+    }
+
+    /// Starts `serve` as [`Agent::start`] does, asking for input in words ([`super::Ask::Words`]).
+    pub async fn start_asking_in_words<S, F>(serve: S) -> Agent
+    where
+        S: FnOnce(TcpListener, Options) -> F,
+        F: Future<Output = ()> + Send + 'static,
+    {
+        Agent::start_with(serve, Options::work(WORK).asking_in_words()).await
+    }
+
+    async fn start_with<S, F>(serve: S, options: Options) -> Agent
+    where
+        S: FnOnce(TcpListener, Options) -> F,
+        F: Future<Output = ()> + Send + 'static,
+    {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(serve(listener, Options::work(WORK)));
+        tokio::spawn(serve(listener, options));
         Agent {
             base,
             http: reqwest::Client::new(),
