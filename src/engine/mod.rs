@@ -779,10 +779,9 @@ fn field_place(label: &str) -> (&'static str, String) {
     ("body", name.to_string())
 }
 
-/// The answer of an `[answer.NAME]` form: its rules written over the request and the route's
-/// agent; no body rules, no body (an acknowledged notification's 202).
-/// `fop`'s answer written whole from `doc`: its status, its header rules, and its body as JSON
-/// (`application/json` unless a rule names another JSON media type: A2A's HTTP+JSON answers
+/// `fop`'s answer written whole from `doc` (an operation's result, or an `[answer.NAME]` form's
+/// rules over the request and the route's agent): its status, its header rules, and its body as
+/// JSON (`application/json` unless a rule names another JSON media type: A2A's HTTP+JSON answers
 /// `application/a2a+json`). A form that writes no body answers none, and no content type (a
 /// 202 to an MCP notification or a POSTed response).
 fn full_answer(fop: &Op, doc: &dyn Doc, ctx: &Context<'_>) -> Result<FrontResponse, ProxyError> {
