@@ -307,3 +307,45 @@ async fn a_blocking_send_with_the_input_answers_the_task_completed() {
     }
     admin.charged(sub, 10, 8).await;
 }
+
+/// A streamed follow-up that carries the answer streams the task to its end too, not only to the
+/// moment the agent still shows its question (A2A's `SendStreamingMessage` with the task id).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_send_with_the_input_streams_the_task_to_its_end() {
+    let nvm = sample_agent_on(samples::nevermined::serve, WORK, &Clock::default()).await;
+    let hub = slow_hub(nvm).await;
+    let (proxy, _admin) = world_at(hub.addr).await;
+    let args: Vec<String> = [
+        "--url",
+        &proxy.url("/free"),
+        "--scenario",
+        "stream_input",
+        "--timeout",
+        "15",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let ran = tokio::task::spawn_blocking(move || {
+        run_script(&peers_python(), "a2a_client.py", &args, DEADLINE)
+    })
+    .await
+    .unwrap();
+    assert!(ran.status.success(), "{}\n{}", ran.stdout, ran.stderr);
+    let out: Value = serde_json::from_str(ran.stdout.trim()).unwrap();
+    let events = out["events"].as_array().unwrap();
+    let follow_up = events
+        .iter()
+        .position(|e| e["kind"] == "follow-up")
+        .unwrap_or_else(|| panic!("no follow-up: {out}"));
+    assert_eq!(
+        events[follow_up - 1]["state"],
+        "TASK_STATE_INPUT_REQUIRED",
+        "{out}"
+    );
+    assert_eq!(out["final_state"], "TASK_STATE_COMPLETED", "{out}");
+    assert_eq!(
+        out["artifact_text"], "HELLO MODE:INPUT more please",
+        "{out}"
+    );
+}

@@ -382,9 +382,15 @@ impl Engine {
             headers.push(("content-type".to_string(), "text/event-stream".to_string()));
             let target = match feed {
                 Some(query) => stream::Target::Search(query),
-                None => stream::Target::Task(out.task_id().ok_or_else(|| {
-                    ProxyError::Internal(format!("the `{}` stream has no task", fop.key))
-                })?),
+                None => stream::Target::Task {
+                    id: out.task_id().ok_or_else(|| {
+                        ProxyError::Internal(format!("the `{}` stream has no task", fop.key))
+                    })?,
+                    // A stream after input follows the task past the step the input answered.
+                    answered: (fop.op == Operation::ProvideInput)
+                        .then(|| out.step_id())
+                        .flatten(),
+                },
             };
             let events = stream::start(self.clone(), t.clone(), fop, target, out, cx);
             return Ok(FrontResponse {

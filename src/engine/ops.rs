@@ -897,7 +897,7 @@ impl Engine {
         let start = tokio::time::Instant::now();
         let deadline = start + t.settings.sync_timeout;
         loop {
-            if stored.task.status.is_terminal() || asks_anew(&stored.task, answered) {
+            if stored.task.status.is_terminal() || translation::asks_anew(&stored.task, answered) {
                 return Ok(stored);
             }
             let now = tokio::time::Instant::now();
@@ -920,14 +920,6 @@ impl Engine {
             stored = self.refresh_within(t, stored, interval, cx).await?;
         }
     }
-}
-
-/// Whether `task` waits for input on a step other than `answered` (the step whose input was just
-/// given; `None` when none was).
-fn asks_anew(task: &mapping::task::Task, answered: Option<&str>) -> bool {
-    task.status == Status::AwaitingInput
-        && translation::waiting_step(task)
-            .is_none_or(|i| Some(task.steps[i].id.as_str()) != answered)
 }
 
 /// The page a search asks for (from 1) and its size (1 to 1000; 10 unless said).

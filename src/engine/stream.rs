@@ -29,7 +29,7 @@ use crate::telemetry::trace::{self, ClientTrace};
 use mapping::dialect::doc::Event;
 use mapping::dialect::mapping::{Stream, Until};
 use mapping::dialect::{self, mapping::Op, Canonical};
-use mapping::task::{Status, Task};
+use mapping::task::Task;
 use store::{Stored, TaskQuery};
 
 /// How many events may wait for a slow client before the stream pauses.
@@ -39,8 +39,12 @@ const LONGEST: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// What a stream follows.
 pub(super) enum Target {
-    /// One task, by its id.
-    Task(String),
+    /// One task, by its id; `answered`, the step the request just gave input to (see
+    /// [`super::translation::asks_anew`]).
+    Task {
+        id: String,
+        answered: Option<String>,
+    },
     /// The tasks a search finds.
     Search(TaskQuery),
 }
@@ -83,8 +87,8 @@ pub(super) fn start(
             trace: client_trace.as_ref(),
         };
         let (task, ended) = match target {
-            Target::Task(id) => {
-                let ended = follow.run(&id, &tx).await;
+            Target::Task { id, answered } => {
+                let ended = follow.run(&id, answered.as_deref(), &tx).await;
                 (id, ended)
             }
             Target::Search(query) => (
@@ -117,7 +121,12 @@ struct Follow<'a> {
 }
 
 impl Follow<'_> {
-    async fn run(&self, task_id: &str, tx: &mpsc::Sender<Bytes>) -> Result<(), String> {
+    async fn run(
+        &self,
+        task_id: &str,
+        answered: Option<&str>,
+        tx: &mpsc::Sender<Bytes>,
+    ) -> Result<(), String> {
         let start = Instant::now();
         let deadline = start
             + if self.stream.lasts_task {
@@ -163,7 +172,7 @@ impl Follow<'_> {
                     tick,
                     timeout: false,
                 };
-                event.last = self.ends(&stored, event);
+                event.last = self.ends(&stored, answered, event);
                 if self.emit(&stored.task, event, tx).await? {
                     last_write = now;
                 }
@@ -284,14 +293,15 @@ impl Follow<'_> {
     }
 
     /// Whether the stream ends with this event: the form's `end` holds, or the task has
-    /// ended (or, with `until = "settled"`, waits for input).
-    fn ends(&self, stored: &Stored, event: Event) -> bool {
+    /// ended (or, with `until = "settled"`, waits for input on a step other than `answered`).
+    fn ends(&self, stored: &Stored, answered: Option<&str>, event: Event) -> bool {
         if let Some(end) = &self.stream.end {
             let doc = self.doc(&stored.task, event);
             return dialect::holds(end, &doc, &self.t.front_ctx());
         }
-        let s = stored.task.status;
-        s.is_terminal() || (self.stream.until == Until::Settled && s == Status::AwaitingInput)
+        stored.task.status.is_terminal()
+            || (self.stream.until == Until::Settled
+                && super::translation::asks_anew(&stored.task, answered))
     }
 
     fn doc<'s>(&self, task: &'s Task, event: Event) -> Canonical<'s> {

@@ -120,6 +120,15 @@ pub fn waiting_step(task: &Task) -> Option<usize> {
         .or(task.steps.len().checked_sub(1))
 }
 
+/// Whether `task` waits for input on a step other than `answered`, the step the client's input
+/// just went to (`None`: no input was given). An agent may show the answered step waiting for a
+/// moment after it took the input (it picks the input up in its own time): that is not a new
+/// question, and a client following the task after its input waits on for one, or the end.
+pub fn asks_anew(task: &Task, answered: Option<&str>) -> bool {
+    task.status == Status::AwaitingInput
+        && waiting_step(task).is_none_or(|i| Some(task.steps[i].id.as_str()) != answered)
+}
+
 /// The back's document for the task's turn `turn` (a turn-based back is called again with it).
 pub fn turn_doc(task: &Task, turn: u32) -> Canonical<'_> {
     Canonical::back(task).with_turn(turn)

@@ -174,6 +174,11 @@ impl<'a> Canonical<'a> {
         self.roots.get("request")
     }
 
+    /// `step.id`, when the document has a step.
+    pub fn step_id(&self) -> Option<String> {
+        scalar_text(self.step_value()?.get("id")?)
+    }
+
     fn step_value(&self) -> Option<&Value> {
         let t = self.task.as_ref()?;
         t.field("steps")?.as_array()?.get(self.step?)
