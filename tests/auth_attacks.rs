@@ -140,6 +140,12 @@ async fn run(proxy: &Proxy, rows: &[Row]) -> Vec<String> {
                 r.name, r.status, r.www
             ));
         }
+        // RFC 6750 §3: one error code, and no `"` or `\` inside a parameter's value.
+        if let Some(www) = &www {
+            if www.contains('\\') || www.matches("error=").count() > 1 {
+                wrong.push(format!("{}: not a clean challenge: {www}", r.name));
+            }
+        }
         let message = body["error"]["message"].as_str().unwrap_or_default();
         if let Some(token) = r.authorization.as_deref().and_then(|a| a.split(' ').nth(1)) {
             if !token.is_empty() && message.contains(token) {
@@ -407,7 +413,7 @@ async fn the_attack_table() {
         "crit naming an unknown extension",
         crit(r#"{"alg":"HS256","kid":"hs","crit":["http://example.com/ext"],"http://example.com/ext":true}"#),
         401,
-        invalid("the token needs the extension `http://example.com/ext` (crit), which interlingua does not understand"),
+        invalid("the token needs the extension `http???example.com?ext` (crit), which interlingua does not understand"),
     ));
     rows.push(row(
         "crit b64 with b64 false",
@@ -469,8 +475,9 @@ async fn the_attack_table() {
         invalid("the token's header names `alg` twice"),
     ));
 
-    // A kid is echoed in WWW-Authenticate: as an RFC 9110 quoted-string, and nothing a header
-    // cannot carry.
+    // A kid is echoed in WWW-Authenticate only as far as `[A-Za-z0-9._-]` goes, its first 64
+    // characters: RFC 6750 §3 allows neither `"` nor `\` in an error_description, and a client
+    // reading `error="…"` with a pattern must not find one the token put there.
     for (what, kid) in [
         ("NUL", "a\0b"),
         ("CR", "a\rb"),
@@ -478,6 +485,8 @@ async fn the_attack_table() {
         ("DEL", "a\u{7f}b"),
         ("a tab", "a\tb"),
         ("non-ASCII", "a\u{e9}b"),
+        ("a backslash", "a\\b"),
+        ("a quote", "a\"b"),
     ] {
         rows.push(row(
             format!("kid holding {what}"),
@@ -490,13 +499,19 @@ async fn the_attack_table() {
         "kid breaking out of the quoted-string",
         bearer(hs_kid("a\", error=\"insufficient_scope")),
         401,
-        invalid("no key with kid `a\\\", error=\\\"insufficient_scope`"),
+        invalid("no key with kid `a???error??insufficient_scope`"),
     ));
     rows.push(row(
-        "kid holding a backslash",
-        bearer(hs_kid("a\\b")),
+        "kid escaping its own quote and naming an error",
+        bearer(hs_kid("k\\\", error=\"x\"")),
         401,
-        invalid("no key with kid `a\\\\b`"),
+        invalid("no key with kid `k????error??x?`"),
+    ));
+    rows.push(row(
+        "kid of 100 characters",
+        bearer(hs_kid(&"k".repeat(100))),
+        401,
+        invalid(&format!("no key with kid `{}...`", "k".repeat(64))),
     ));
     rows.push(row(
         "unknown kid",

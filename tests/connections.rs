@@ -1,15 +1,18 @@
 //! Client connections held to the `[server]` limits, through raw sockets: a header dripped a
 //! byte at a time is cut off at `client_header_timeout` (408), a connection idle between
 //! requests is closed at `keepalive_timeout`, one over `max_connections` is refused (503), and
-//! the metrics count each.
+//! the metrics count each. And what an error answer says of its connection holds: kept after an
+//! agent's failure on a translated route, `Connection: close` (and closed) when it is not.
 
 mod common;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::raw::{read_answer, wait_closed};
-use common::{config, error_of, one_route, Proxy, Upstream};
-use tokio::io::{AsyncWriteExt, BufReader};
+use common::raw::{read_answer, wait_closed, Answer};
+use common::{config, error_of, forever_running, one_route, text, Proxy, Upstream, DEADLINE};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 /// Short limits, so that the tests see them at work.
@@ -150,6 +153,157 @@ async fn one_connection_over_the_limit_is_refused_with_503() {
         up.seen().len(),
         3,
         "the refused request never went upstream"
+    );
+}
+
+/// A MIP-003 agent whose first call fails (500) and whose later ones answer as
+/// [`common::forever_running_agent`] does.
+async fn failing_once() -> Upstream {
+    let calls = Arc::new(AtomicUsize::new(0));
+    Upstream::start(move |req| {
+        let first = calls.fetch_add(1, Ordering::SeqCst) == 0;
+        async move {
+            if first {
+                text(500, "down for a moment")
+            } else {
+                forever_running(req.uri().path())
+            }
+        }
+    })
+    .await
+}
+
+/// Sends `first`, reads its answer, then sends `second` on the same connection: both answers
+/// (the second `None` when the connection was closed after the first).
+async fn two_on_one_connection(
+    proxy: &Proxy,
+    first: &str,
+    second: &str,
+) -> (Answer, Option<Answer>) {
+    let mut conn = BufReader::new(TcpStream::connect(proxy.addr).await.expect("connect"));
+    conn.get_mut()
+        .write_all(first.as_bytes())
+        .await
+        .expect("write");
+    let answer = read_answer(&mut conn).await;
+    // A connection the proxy has closed may still take the write (its reset comes later); the
+    // read then finds the end of the stream, or the reset.
+    let _ = conn.get_mut().write_all(second.as_bytes()).await;
+    let more = tokio::time::timeout(DEADLINE, conn.fill_buf())
+        .await
+        .expect("an answer or a close within the deadline");
+    let open = matches!(more, Ok(bytes) if !bytes.is_empty());
+    let next = if open {
+        Some(read_answer(&mut conn).await)
+    } else {
+        None
+    };
+    (answer, next)
+}
+
+fn post(path: &str, extra: &str, body: &str) -> String {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n{extra}\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[tokio::test]
+async fn an_agent_failing_on_a_translated_route_leaves_the_connection_to_the_next_request() {
+    let mip003 = failing_once().await;
+    let mcp = Upstream::start(|_req| async { text(500, "down") }).await;
+    let proxy = Proxy::start(&config(
+        "",
+        &format!(
+            "[[upstreams]]\nname = \"mip\"\naddress = \"{}\"\n\n\
+             [[upstreams]]\nname = \"down\"\naddress = \"{}\"\n\n\
+             [[routes]]\nname = \"m\"\nmatch = {{ path_prefix = \"/m\" }}\nupstream = \"mip\"\n\
+             front = \"mip003\"\nback = \"mip003\"\n\n\
+             [[routes]]\nname = \"tool\"\nmatch = {{ path_prefix = \"/mcp\" }}\nupstream = \"down\"\n\
+             front = \"mcp\"\nback = \"mip003\"\n",
+            mip003.addr, mcp.addr
+        ),
+    ));
+
+    // A create whose first call to the agent fails (502), then the same create, which it takes.
+    let create = post(
+        "/m/start_job",
+        "",
+        r#"{"identifier_from_purchaser":"aabbccddeeff0011","input_data":{"text":"hi"}}"#,
+    );
+    let (failed, next) = two_on_one_connection(&proxy, &create, &create).await;
+    assert_eq!(failed.status, 502, "{failed}");
+    assert_eq!(
+        failed.json(),
+        serde_json::json!({"detail": "upstream `mip` failed: status 500: down for a moment"}),
+        "{failed}"
+    );
+    assert_eq!(
+        failed.header("connection").as_deref(),
+        Some("keep-alive"),
+        "{failed}"
+    );
+    let next = next.expect("the connection carried the second request");
+    assert_eq!(next.status, 200, "{next}");
+    assert!(next.json()["job_id"].is_string(), "{next}");
+
+    // An MCP tool call whose agent fails, then a ping, on one connection.
+    let accept = "Accept: application/json, text/event-stream\r\n";
+    let call = post(
+        "/mcp",
+        accept,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tool","arguments":{"text":"hi"}}}"#,
+    );
+    let ping = post(
+        "/mcp",
+        accept,
+        r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+    );
+    let (failed, next) = two_on_one_connection(&proxy, &call, &ping).await;
+    assert_eq!(
+        failed.header("connection").as_deref(),
+        Some("keep-alive"),
+        "{failed}"
+    );
+    assert_eq!(failed.status, 200, "{failed}");
+    assert_eq!(
+        failed.json(),
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "error": {
+            "code": -32603, "message": "upstream `down` failed: status 500: down"}}),
+        "{failed}"
+    );
+    let next = next.expect("the connection carried the second request");
+    assert_eq!(next.status, 200, "{next}");
+    assert_eq!(
+        next.json(),
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "result": {}})
+    );
+}
+
+#[tokio::test]
+async fn a_failed_passthrough_exchange_says_connection_close_and_closes() {
+    // An address nothing listens on: the connection to the upstream is refused.
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = gone.local_addr().expect("address");
+    drop(gone);
+    let proxy = Proxy::passthrough(addr, "", "");
+    let (failed, next) = two_on_one_connection(
+        &proxy,
+        "GET /x HTTP/1.1\r\nHost: a\r\n\r\n",
+        "GET /x HTTP/1.1\r\nHost: a\r\n\r\n",
+    )
+    .await;
+    assert_eq!(failed.status, 502, "{failed}");
+    assert_eq!(error_of(&failed.body_text()).0, "upstream_failed");
+    assert_eq!(
+        failed.header("connection").as_deref(),
+        Some("close"),
+        "{failed}"
+    );
+    assert!(
+        next.is_none(),
+        "closed after the answer, as it said: {next:?}"
     );
 }
 

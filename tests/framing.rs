@@ -1,5 +1,6 @@
-//! Bad request framing through a raw socket, byte for byte as written here: malformed chunked
-//! bodies (400), bodies that stop coming (408, also on a translated route), a body the upstream
+//! Bad request framing through a raw socket, byte for byte as written here: bytes that are not
+//! HTTP at all (400 at once), malformed chunked bodies (400), bodies that stop coming (408, on
+//! passthrough and translated routes, whatever the upstream's own timeout), a body the upstream
 //! refuses half-way (502, or the upstream's own 413), and paths with dot-segments (normalised
 //! before routing). No answer may name the upstream's address.
 
@@ -8,10 +9,10 @@ mod common;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::raw::{exchange, Answer};
+use common::raw::{exchange, read_answer, wait_closed, Answer};
 use common::{config, error_of, one_route, Proxy, Upstream};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
 
 /// Checks that an answer is interlingua's error `code` with `status` and that it names no
 /// upstream address (the proxy's listeners and the upstreams are all on 127.0.0.1).
@@ -51,6 +52,74 @@ async fn malformed_chunked_bodies_are_400_and_never_name_the_upstream() {
     }
 }
 
+/// The first flight of a real TLS client (rustls): its ClientHello.
+fn client_hello() -> Vec<u8> {
+    use tokio_rustls::rustls;
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let name = rustls_pki_types::ServerName::try_from("localhost").expect("a name");
+    let mut tls = rustls::ClientConnection::new(std::sync::Arc::new(config), name).expect("TLS");
+    let mut hello = Vec::new();
+    tls.write_tls(&mut hello).expect("a ClientHello");
+    hello
+}
+
+#[tokio::test]
+async fn bytes_that_are_not_http_are_answered_400_at_once_and_the_connection_closed() {
+    let up = Upstream::ok().await;
+    // A header timeout well within the test's deadline: were the bytes waited on as a header
+    // still to come, the answer would be its 408, not a 400.
+    let header_wait = "client_header_timeout = \"15s\"";
+    let plain = Proxy::start(&config(header_wait, &one_route(up.addr, "", "")));
+    let h1_only = Proxy::start(&config(header_wait, &one_route(up.addr, "", "")).replace(
+        "[[listeners]]\naddress = \"127.0.0.1:0\"\n",
+        "[[listeners]]\naddress = \"127.0.0.1:0\"\nh2c = false\n",
+    ));
+    let cases: [(&str, Vec<u8>); 5] = [
+        ("a TLS ClientHello", client_hello()),
+        ("binary bytes", vec![0x00, 0xff, 0x13, 0x37]),
+        (
+            "bytes opening as the HTTP/2 preface does",
+            b"PR\xffI".to_vec(),
+        ),
+        (
+            "a method of bytes no method holds",
+            b"GET\x01/ HTTP/1.1\r\n".to_vec(),
+        ),
+        (
+            "a request line opening with a space",
+            b" GET / HTTP/1.1\r\n".to_vec(),
+        ),
+    ];
+    for proxy in [&plain, &h1_only] {
+        for (name, bytes) in &cases {
+            let mut conn = BufReader::new(TcpStream::connect(proxy.addr).await.expect("connect"));
+            // Sent, and the connection held open: nothing but the bytes tells what they are.
+            conn.get_mut().write_all(bytes).await.expect("write");
+            let answer = read_answer(&mut conn).await;
+            assert_error(&answer, 400, "bad_request");
+            assert_eq!(
+                answer.header("connection").as_deref(),
+                Some("close"),
+                "{name}"
+            );
+            wait_closed(&mut conn).await;
+        }
+    }
+    assert_eq!(up.seen().len(), 0, "nothing went upstream");
+    // The connections after them are served as ever.
+    let answer = exchange(
+        plain.addr,
+        b"GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{answer}");
+}
+
 /// A proxy whose clients must send each piece of a body within 300 ms, in front of an upstream
 /// that waits far longer for it.
 fn slow_body_proxy(up: SocketAddr) -> Proxy {
@@ -87,6 +156,45 @@ async fn a_body_that_stops_coming_is_408_before_the_upstream_gives_up() {
         assert!(started.elapsed() < Duration::from_secs(10), "{name}");
     }
     proxy.client_timeouts_showing("body", 3).await;
+}
+
+/// The three stalls, on a passthrough route whose upstream's own wait (`read_timeout`, 100 ms) is
+/// shorter than the client's (`client_body_timeout`, 600 ms): the upstream is waiting for the
+/// client's body, so its silence is the client's.
+#[tokio::test]
+async fn a_body_that_stops_coming_is_408_even_when_the_upstream_waits_less_long() {
+    let up = Upstream::read_all().await;
+    let proxy = Proxy::start(&config(
+        "client_body_timeout = \"600ms\"",
+        &one_route(up.addr, "read_timeout = \"100ms\"", ""),
+    ));
+    let cases = [
+        (
+            "10 of 100 bytes",
+            "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n0123456789",
+        ),
+        (
+            "a short chunk",
+            "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n64\r\n0123456789",
+        ),
+        (
+            "100-continue and no body",
+            "POST /x HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 10\r\n\r\n",
+        ),
+    ];
+    for (name, request) in cases {
+        let answer = exchange(proxy.addr, request.as_bytes()).await;
+        assert_eq!(answer.status, 408, "{name}: {answer}");
+        assert_error(&answer, 408, "request_timeout");
+    }
+    proxy.client_timeouts_showing("body", 3).await;
+    // A body sent whole still gets the upstream's answer.
+    let answer = exchange(
+        proxy.addr,
+        b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc",
+    )
+    .await;
+    assert_eq!(answer.body_text(), "read 3 bytes", "{answer}");
 }
 
 #[tokio::test]

@@ -97,6 +97,78 @@ impl AuthError {
     }
 }
 
+/// The most of a client's own text (a `kid`, a name in its token) a challenge repeats.
+const ECHO_MAX: usize = 64;
+
+impl AuthError {
+    /// The reason as a challenge's `error_description` gives it. RFC 6750 §3 allows printable
+    /// ASCII there but `"` and `\`, and clients read the header with patterns that take any
+    /// `error="…"` for the error: so what the client chose in its token (a `kid`, a header or
+    /// claim name, an algorithm's name) is repeated only as [`echo`] makes it, and anything
+    /// else outside that range becomes `?`. The message in the answer's body is the whole one.
+    pub fn description(&self) -> String {
+        let safe = match self {
+            AuthError::Duplicate { part, name } => AuthError::Duplicate {
+                part,
+                name: echo(name),
+            },
+            AuthError::Critical(names) => {
+                AuthError::Critical(names.iter().map(|n| echo(n)).collect())
+            }
+            AuthError::UnknownKid(kid) => AuthError::UnknownKid(echo(kid)),
+            AuthError::AlgorithmNotAllowed { alg, key } => AuthError::AlgorithmNotAllowed {
+                alg: echo(alg),
+                key: key.as_deref().map(echo),
+            },
+            // Interlingua's own words, or the config's (a claim name, a key set's fetch error).
+            AuthError::Missing
+            | AuthError::Scheme
+            | AuthError::TooLarge(_)
+            | AuthError::Malformed
+            | AuthError::AlgNone
+            | AuthError::MalformedCrit
+            | AuthError::BadSignature
+            | AuthError::Expired
+            | AuthError::NotYetValid
+            | AuthError::IssuedInFuture
+            | AuthError::NoExpiry
+            | AuthError::MissingClaim(_)
+            | AuthError::ClaimType { .. }
+            | AuthError::WrongIssuer
+            | AuthError::WrongAudience
+            | AuthError::NoSubject(_)
+            | AuthError::BadClaims
+            | AuthError::KeysUnavailable(_) => self.clone(),
+        };
+        safe.to_string()
+            .chars()
+            .map(|c| match c {
+                '"' | '\\' => '?',
+                c if c == ' ' || c.is_ascii_graphic() => c,
+                _ => '?',
+            })
+            .collect()
+    }
+}
+
+/// A client's own text as a challenge may repeat it: its first [`ECHO_MAX`] characters, each
+/// outside `[A-Za-z0-9._-]` a `?` (so no `"`, `\`, `=`, `,` or space: nothing that reads as a
+/// parameter of its own), and `...` after it when it was longer.
+fn echo(text: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .take(ECHO_MAX)
+        .map(|c| match c {
+            'A'..='Z' | 'a'..='z' | '0'..='9' | '.' | '_' | '-' => c,
+            _ => '?',
+        })
+        .collect();
+    if text.chars().nth(ECHO_MAX).is_some() {
+        out.push_str("...");
+    }
+    out
+}
+
 /// `a`, `b`: names for a message.
 fn quoted_list(names: &[String]) -> String {
     names
@@ -144,6 +216,22 @@ pub fn quoted_string(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_challenge_repeats_only_safe_characters_of_what_the_client_chose() {
+        let kid = AuthError::UnknownKid("k\"\\\", error=\"x\"".to_string());
+        assert_eq!(kid.description(), "no key with kid `k?????error??x?`");
+        let long = AuthError::UnknownKid("a".repeat(100));
+        assert_eq!(
+            long.description(),
+            format!("no key with kid `{}...`", "a".repeat(64))
+        );
+        let fetched = AuthError::KeysUnavailable("status \"503\" from \\host".to_string());
+        assert_eq!(
+            fetched.description(),
+            "the keys could not be fetched: status ?503? from ?host"
+        );
+    }
 
     #[test]
     fn quoted_strings_escape_and_replace() {

@@ -66,6 +66,12 @@ impl RequestCtx {
         }
     }
 
+    /// Whether pingora took the request to a passthrough route's upstream (`upstream_peer` ran):
+    /// a failure from then on ends the client's connection, whatever the error answer says.
+    pub fn proxied(&self) -> bool {
+        self.upstream_started.is_some()
+    }
+
     /// Time spent on the upstream, from choosing it to its last response event.
     pub fn upstream_time(&self) -> Option<Duration> {
         if let Some(spent) = self.upstream_spent {

@@ -3,6 +3,7 @@
 //! ```text
 //! client ─► (server::connections)  header within client_header_timeout    (408 request_timeout)
 //!                                  connections over max_connections         (503 too_many_connections)
+//!                                  bytes that are not HTTP, at once          (400 bad_request)
 //!           early_request_filter   request id: keep a sane X-Request-Id or make one
 //!                                  traced: the request's span, below the client's traceparent
 //!                                  path: dot-segments and `//` removed (routed and sent so)
@@ -59,6 +60,9 @@ use crate::state::State;
 use crate::telemetry::{trace, ACCESS_LOG_TARGET};
 use crate::upstream::UpstreamError;
 use ctx::RequestCtx;
+
+/// How much longer than `client_body_timeout` an upstream waits while a body is on its way.
+const BODY_WAIT_MARGIN: Duration = Duration::from_secs(1);
 
 /// The proxy application pingora runs for every request on the proxy listeners.
 pub struct Proxy {
@@ -190,7 +194,7 @@ impl ProxyHttp for Proxy {
 
     async fn upstream_peer(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<Box<HttpPeer>> {
         let upstream = ctx
@@ -206,10 +210,22 @@ impl ProxyHttp for Proxy {
         ctx.upstream_started.get_or_insert(now);
         ctx.upstream_deadline
             .get_or_insert(now + upstream.config.total_timeout);
-        upstream
+        let mut peer = upstream
             .peer()
             .await
-            .map_err(|e| ProxyError::Upstream(e).into_pingora())
+            .map_err(|e| ProxyError::Upstream(e).into_pingora())?;
+        // While the client's body is still coming, the upstream is waiting for it: its silence
+        // is the client's, which `client_body_timeout` bounds (408). pingora keeps one read
+        // timeout for the whole exchange, so a request with a body to come gives the upstream
+        // longer than that, and a stalled client is not reported as the upstream's 504. A
+        // second longer: pingora restarts both waits on every event of the exchange, the
+        // client's a moment after the upstream's when an interim answer (`100 Continue`) passes.
+        if !(session.is_body_empty() || session.is_body_done()) {
+            let body_wait = ctx.live.config.server.client_body_timeout + BODY_WAIT_MARGIN;
+            let read = &mut peer.options.read_timeout;
+            *read = read.map(|wait| wait.max(body_wait));
+        }
+        Ok(peer)
     }
 
     async fn upstream_request_filter(

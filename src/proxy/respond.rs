@@ -36,38 +36,16 @@ pub async fn error(
         };
     };
     let status = status(&err, ctx.echo.as_ref(), front);
-    // A connection may carry the next request only if nothing of this one is left unread.
-    let can_reuse = match &err {
-        ProxyError::NoRoute { .. }
-        | ProxyError::Upstream(UpstreamError::Failed { .. })
-        | ProxyError::Upstream(UpstreamError::Timeout { .. }) => session.is_body_empty(),
-        ProxyError::NoOperation { .. }
-        | ProxyError::NotJson(_)
-        | ProxyError::InvalidRequest(_)
-        | ProxyError::InvalidField { .. }
-        | ProxyError::InvalidInput { .. }
-        | ProxyError::TaskNotFound(_)
-        | ProxyError::Conflict(_)
-        | ProxyError::TaskEnded(_)
-        | ProxyError::Refused { .. }
-        | ProxyError::Unsupported { .. }
-        | ProxyError::Upstream(UpstreamError::Invalid { .. })
-        | ProxyError::Upstream(UpstreamError::Rejected { .. })
-        | ProxyError::PaymentRequired { .. }
-        | ProxyError::TaskFailed { .. }
-        | ProxyError::Store(_) => true,
-        // Refused before the body was read: only an empty one leaves nothing behind.
-        ProxyError::Unauthorized(_)
-        | ProxyError::Forbidden { .. }
-        | ProxyError::MethodNotAllowed { .. }
-        | ProxyError::RateLimited(_)
-        | ProxyError::LimitsUnavailable => session.is_body_empty(),
-        ProxyError::BodyTooLarge { .. }
-        | ProxyError::BadRequest(_)
-        | ProxyError::ClientTimeout
-        | ProxyError::TooManyConnections
-        | ProxyError::Internal(_) => false,
-    };
+    // The connection carries the next request only when nothing of this one is left unread
+    // (interlingua does not read a body nobody wants to find where the next request starts)
+    // and pingora keeps it: after a failed exchange with a passthrough route's upstream it
+    // closes the client's connection whatever this answer says (its proxy path does not ask
+    // for `can_reuse_downstream`). Whichever it is, the answer says so: `Connection: close`.
+    let nothing_unread = session.is_body_empty() || session.is_body_done();
+    let can_reuse = keeps_connection(&err) && nothing_unread && !ctx.proxied();
+    if !can_reuse {
+        session.set_keepalive(None);
+    }
     // An interim answer (`100 Continue`, passed on from the upstream) does not start the
     // response: the final one can still be this error.
     let already_started = session
@@ -97,16 +75,44 @@ async fn write(
     for (name, value) in error_headers(err, resource) {
         header.insert_header(name, value)?;
     }
-    if !session.is_body_empty() && !session.is_body_done() {
-        // Unread request body: say the connection ends here rather than leave the client guessing.
-        header.insert_header(http::header::CONNECTION, "close")?;
-        session.set_keepalive(None);
-    }
     session
         .write_response_header(Box::new(header), false)
         .await?;
     session.write_response_body(Some(body), true).await?;
     Ok(())
+}
+
+/// Whether the connection can carry another request after `err`, as far as the error goes: not
+/// after a malformed or stalled request (where the next one would start is unknown), nor after
+/// a fault of interlingua's own.
+fn keeps_connection(err: &ProxyError) -> bool {
+    match err {
+        ProxyError::NoRoute { .. }
+        | ProxyError::Upstream(_)
+        | ProxyError::NoOperation { .. }
+        | ProxyError::NotJson(_)
+        | ProxyError::InvalidRequest(_)
+        | ProxyError::InvalidField { .. }
+        | ProxyError::InvalidInput { .. }
+        | ProxyError::TaskNotFound(_)
+        | ProxyError::Conflict(_)
+        | ProxyError::TaskEnded(_)
+        | ProxyError::Refused { .. }
+        | ProxyError::Unsupported { .. }
+        | ProxyError::PaymentRequired { .. }
+        | ProxyError::TaskFailed { .. }
+        | ProxyError::Store(_)
+        | ProxyError::Unauthorized(_)
+        | ProxyError::Forbidden { .. }
+        | ProxyError::MethodNotAllowed { .. }
+        | ProxyError::RateLimited(_)
+        | ProxyError::LimitsUnavailable => true,
+        ProxyError::BodyTooLarge { .. }
+        | ProxyError::BadRequest(_)
+        | ProxyError::ClientTimeout
+        | ProxyError::TooManyConnections
+        | ProxyError::Internal(_) => false,
+    }
 }
 
 /// The realm of every route's bearer challenge.
@@ -151,7 +157,7 @@ fn error_headers(err: &ProxyError, resource: Option<&Challenge>) -> Vec<(&'stati
             vec![("www-authenticate", challenge(REALM, &params))]
         }
         ProxyError::Unauthorized(e) => {
-            let reason = e.to_string();
+            let reason = e.description();
             let params: Vec<_> = [("error", "invalid_token"), ("error_description", &reason)]
                 .into_iter()
                 .chain(metadata)

@@ -9,7 +9,9 @@
 //! connections and refuses one over the limit, and for every HTTP/1 request it reads the header
 //! itself, under a deadline, then hands those bytes to pingora as a pipelined prefix, which
 //! pingora parses without reading the socket again. HTTP/2 connections (h2c, ALPN `h2`) go to
-//! pingora as they are; its `h2_idle_timeout` closes them when idle.
+//! pingora as they are; its `h2_idle_timeout` closes them when idle. Bytes that cannot open a
+//! request (a TLS handshake on a plain-HTTP listener, binary noise: see [`opening`]) are answered
+//! 400 as soon as they arrive, and the connection is closed.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -24,12 +26,11 @@ use pingora::server::ShutdownWatch;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
+use super::opening::{opening, Opening, H2_PREFACE};
 use crate::error::ProxyError;
 use crate::metrics::Metrics;
 use crate::proxy::respond;
 
-/// The HTTP/2 connection preface (RFC 9113 §3.4), which tells an h2c client from an HTTP/1 one.
-const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// One byte past pingora's own limit on a request header, so that pingora refuses a longer one
 /// (400) as soon as it gets it, instead of reading on at its own pace.
 const MAX_HEADER: usize = 1_048_576;
@@ -84,6 +85,8 @@ enum Head {
     Idle,
     /// Some of a header came, but not all of it before the deadline.
     TooSlow,
+    /// What came cannot open a request ([`Opening::Tls`] or [`Opening::NotHttp`]).
+    NotHttp(Opening),
 }
 
 /// Counts a connection as open on its listener until dropped.
@@ -152,22 +155,25 @@ where
         if !self.options().is_some_and(|o| o.h2c) {
             return Ok(Protocol::H1);
         }
-        // pingora's peek waits for all 24 bytes of a preface (it would wait for ever on a
-        // slowloris), and what it has read is lost if the wait is cut short: then the
-        // connection can only be closed. A request line always starts with a letter, so a
-        // first byte still 0 means none came.
+        // pingora's peek waits for as many bytes as it is asked for (for ever, on a slowloris),
+        // and what it has read is lost if the wait is cut short: then the connection can only be
+        // closed. Asked for one byte, then four, then the whole preface, it tells an HTTP/1
+        // request (or bytes that are not HTTP at all) as soon as they part from the preface.
         let mut buf = [0u8; H2_PREFACE.len()];
-        match tokio::time::timeout_at(deadline, stream.try_peek(&mut buf)).await {
-            Ok(Ok(true)) if buf == H2_PREFACE => Ok(Protocol::H2),
-            Ok(Ok(_)) => Ok(Protocol::H1),
-            Ok(Err(_)) => Err(Head::Closed),
-            Err(_) if buf[0] == 0 => Err(Head::Idle),
-            Err(_) => Err(Head::TooSlow),
+        for n in [1, 4, H2_PREFACE.len()] {
+            match tokio::time::timeout_at(deadline, stream.try_peek(&mut buf[..n])).await {
+                Ok(Ok(_)) if buf[..n] == H2_PREFACE[..n] => {}
+                Ok(Ok(_)) => return Ok(Protocol::H1),
+                Ok(Err(_)) => return Err(Head::Closed),
+                Err(_) if n == 1 => return Err(Head::Idle),
+                Err(_) => return Err(Head::TooSlow),
+            }
         }
+        Ok(Protocol::H2)
     }
 
-    /// Ends a connection on which no (further) request came whole: closed as it is, or
-    /// answered 408 when a header was on its way.
+    /// Ends a connection on which no (further) request came whole: closed as it is, answered
+    /// 408 when a header was on its way, or 400 when what came cannot be HTTP.
     async fn end(&self, stream: &mut Stream, ended: Head) {
         match ended {
             Head::Complete(_) | Head::Closed => {}
@@ -175,6 +181,21 @@ where
             Head::TooSlow => {
                 self.metrics.client_timeout("header");
                 refuse(stream, &ProxyError::ClientTimeout, false).await;
+            }
+            Head::NotHttp(what) => {
+                let err = if what == Opening::Tls && stream.get_ssl_digest().is_none() {
+                    tracing::warn!(
+                        listener = %self.listener,
+                        "TLS handshake on a plain-HTTP listener: answered 400 and closed"
+                    );
+                    ProxyError::BadRequest("a TLS handshake on a plain-HTTP listener".to_string())
+                } else {
+                    tracing::debug!(listener = %self.listener, "bytes that are not HTTP: answered 400 and closed");
+                    ProxyError::BadRequest("the request is not HTTP".to_string())
+                };
+                // The client may still be sending: the rest is read for a moment, so that the
+                // answer is not lost to a reset.
+                refuse(stream, &err, true).await;
             }
         }
     }
@@ -245,6 +266,7 @@ async fn read_head(
     let mut shutdown = shutdown.clone();
     let mut buf = BytesMut::with_capacity(4096);
     let mut deadline = first_byte;
+    let mut opened = Opening::Pending;
     loop {
         let before = buf.len();
         let idle = before == 0;
@@ -261,6 +283,12 @@ async fn read_head(
                 deadline = whole.unwrap_or_else(|| Instant::now() + header_timeout);
             }
             Ok(Ok(_)) => {}
+        }
+        if opened == Opening::Pending {
+            opened = opening(&buf);
+            if matches!(opened, Opening::Tls | Opening::NotHttp) {
+                return Head::NotHttp(opened);
+            }
         }
         if header_ends(&buf, before) || buf.len() >= MAX_HEADER {
             return Head::Complete(buf);

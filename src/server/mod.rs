@@ -9,6 +9,7 @@
 
 mod connections;
 mod listeners;
+mod opening;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -590,17 +590,20 @@ pub fn error_of(body: &str) -> (String, String, String) {
 
 /// A MIP-003 agent whose job runs forever; counts nothing itself (the upstream records calls).
 pub async fn forever_running_agent() -> Upstream {
-    Upstream::start(|req| async move {
-        let body = if req.uri().path() == "/start_job" {
-            r#"{"id":"job-1","blockchainIdentifier":"b","payByTime":1,"submitResultTime":2,"unlockTime":3,"externalDisputeUnlockTime":4,"agentIdentifier":"a","sellerVKey":"v","identifierFromPurchaser":"aabbccddeeff0011","input_hash":"h"}"#
-        } else {
-            r#"{"id":"s-1","status":"running"}"#
-        };
-        hyper::Response::builder()
-            .status(200)
-            .header("content-type", "application/json")
-            .body(full(body))
-            .unwrap()
-    })
-    .await
+    Upstream::start(|req| async move { forever_running(req.uri().path()) }).await
+}
+
+/// What [`forever_running_agent`] answers a request for `path` with: its job for `/start_job`,
+/// the job's status (running) for anything else.
+pub fn forever_running(path: &str) -> Response<Body> {
+    let body = if path == "/start_job" {
+        r#"{"id":"job-1","blockchainIdentifier":"b","payByTime":1,"submitResultTime":2,"unlockTime":3,"externalDisputeUnlockTime":4,"agentIdentifier":"a","sellerVKey":"v","identifierFromPurchaser":"aabbccddeeff0011","input_hash":"h"}"#
+    } else {
+        r#"{"id":"s-1","status":"running"}"#
+    };
+    hyper::Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .body(full(body))
+        .unwrap()
 }
