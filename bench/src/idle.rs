@@ -194,20 +194,28 @@ fn wait_closed(open: Vec<TcpStream>, limit: Duration) -> Result<(), String> {
     Ok(())
 }
 
-/// The curve of the run: both kinds at each of the plan's connection counts, two rounds each.
+/// About how long [`measure`] takes: the start, then per round the wait for the proxy's
+/// timeout and the readings.
+fn cost(rounds: usize) -> Duration {
+    Duration::from_secs(5) + (IDLE_TIMEOUT + SETTLE * 4) * rounds as u32
+}
+
+/// The curve of the run: both kinds at each of the plan's connection counts, two rounds each
+/// (one in quick mode).
 pub fn curve(t: &Targets) -> Curve {
     let mut rows = Vec::new();
     let mut notes = Vec::new();
+    let rounds = if t.plan.quick { 1 } else { 2 };
     for &n in &t.plan.idle_connections {
         for idle in [Idle::Silent, Idle::AfterOneRequest] {
-            if !t.clock.fits(IDLE_TIMEOUT * 8 + Duration::from_secs(10)) {
+            if !t.clock.fits(cost(rounds)) {
                 notes.push(format!(
                     "{n} idle connections ({}): skipped (time budget)",
                     idle.name()
                 ));
                 continue;
             }
-            match measure(t.env, t.upstream.addr, n, idle, 2) {
+            match measure(t.env, t.upstream.addr, n, idle, rounds) {
                 Ok(p) => {
                     notes.push(p.line());
                     rows.push(Row {
