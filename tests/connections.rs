@@ -11,7 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::raw::{read_answer, wait_closed, Answer};
-use common::{config, error_of, forever_running, one_route, text, Proxy, Upstream, DEADLINE};
+use common::{
+    config, error_of, forever_running, one_route, sample_agent_on, text, Proxy, Upstream, DEADLINE,
+};
+use http_body_util::BodyExt;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
@@ -279,6 +282,123 @@ async fn an_agent_failing_on_a_translated_route_leaves_the_connection_to_the_nex
         next.json(),
         serde_json::json!({"jsonrpc": "2.0", "id": 2, "result": {}})
     );
+}
+
+/// interlingua's sample MIP-003 agent (its jobs waiting for the test's clock) behind a gate that
+/// answers its `/provide_input` with 500: the agent fails just as the client gives its input.
+async fn agent_failing_on_input(clock: &samples::Clock) -> Upstream {
+    let agent = sample_agent_on(samples::mip003::serve, Duration::from_millis(100), clock).await;
+    let http = common::client();
+    Upstream::start(move |req: hyper::Request<hyper::body::Incoming>| {
+        let http = http.clone();
+        async move {
+            let target = req.uri().to_string();
+            if req.uri().path() == "/provide_input" {
+                return text(500, "cannot take input now");
+            }
+            let method = req.method().clone();
+            let body = req
+                .into_body()
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            let answer = http
+                .request(method, format!("http://{agent}{target}"))
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .expect("the sample agent answers");
+            let status = answer.status().as_u16();
+            let body = answer.bytes().await.expect("its body");
+            hyper::Response::builder()
+                .status(status)
+                .header("content-type", "application/json")
+                .body(common::full(body))
+                .expect("a response")
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_the_agent_fails_to_take_leaves_the_connection_to_the_next_request() {
+    const DID: &str = "did:nv:5392e8cdc5addec2b7384072fda166d42a5d4ab96ae6d311f516b6b324f24cec";
+    let clock = samples::Clock::manual();
+    let agent = agent_failing_on_input(&clock).await;
+    let proxy = Proxy::start(&config(
+        "",
+        &format!(
+            "[[upstreams]]\nname = \"mip\"\naddress = \"{}\"\n\n\
+             [[routes]]\nname = \"nv\"\nmatch = {{ path_prefix = \"/nv\" }}\nupstream = \"mip\"\n\
+             front = \"nevermined\"\nback = \"mip003\"\n",
+            agent.addr
+        ),
+    ));
+    let http = common::client();
+    let tasks = proxy.url(&format!("/nv/api/v1/agents/{DID}/tasks"));
+    let created: serde_json::Value = http
+        .post(&tasks)
+        .json(&serde_json::json!({"input_query": "hello", "input_additional": {"mode": "input"}}))
+        .send()
+        .await
+        .expect("a create")
+        .json()
+        .await
+        .expect("its task");
+    let task = format!(
+        "/nv/api/v1/agents/{DID}/tasks/{}",
+        created["task"]["task_id"].as_str().expect("an id")
+    );
+    clock.advance(Duration::from_millis(100));
+    let waiting = common::wait::eventually("the task waiting for input", || async {
+        let body: serde_json::Value = http
+            .get(proxy.url(&task))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?
+            .json()
+            .await
+            .map_err(|e| e.to_string())?;
+        if body["task"]["task_status"] == "Not_Ready" {
+            Ok(body)
+        } else {
+            Err(body.to_string())
+        }
+    })
+    .await;
+    let step = waiting["steps"]
+        .as_array()
+        .and_then(|s| s.last())
+        .expect("a step")["step_id"]
+        .as_str()
+        .expect("its id")
+        .to_string();
+
+    // The input, which the agent fails to take (502), then a read of the task, on one connection.
+    let input = post(
+        &format!("{task}/step/{step}"),
+        "",
+        r#"{"step_status":"Pending","input_additional":{"more":"please"}}"#,
+    )
+    .replacen("POST", "PUT", 1);
+    let get = format!("GET {task} HTTP/1.1\r\nHost: a\r\n\r\n");
+    let (failed, next) = two_on_one_connection(&proxy, &input, &get).await;
+    assert_eq!(failed.status, 502, "{failed}");
+    assert_eq!(
+        failed.json()["message"],
+        "upstream `mip` failed: status 500: cannot take input now",
+        "{failed}"
+    );
+    assert_eq!(
+        failed.header("connection").as_deref(),
+        Some("keep-alive"),
+        "{failed}"
+    );
+    let next = next.expect("the connection carried the second request");
+    assert_eq!(next.status, 200, "{next}");
+    assert_eq!(next.json()["task"]["task_status"], "Not_Ready", "{next}");
 }
 
 #[tokio::test]

@@ -22,6 +22,7 @@
 //! - [`load`]: driving wrk and oha, reading their figures.
 //! - [`procs`]: starting, pinning, bounding and stopping processes by pid; `/proc` readings.
 //! - [`blocking`]: what a client blocking on a 2 s task waits beyond the task (A2A over MIP-003).
+//! - [`idle`]: resident memory while idle client connections are held, and after they close.
 //! - [`seed`]: filling a task store for the stored-tasks curve.
 //! - [`stats`]: percentiles, medians, per-round ratios (what the headline is made of).
 //! - [`report`], [`plot`]: tables, results files, PNG plots, the headline line.
@@ -35,6 +36,7 @@ pub mod compare;
 pub mod curves;
 pub mod fleet;
 pub mod http;
+pub mod idle;
 pub mod load;
 pub mod plan;
 pub mod plot;

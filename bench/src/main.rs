@@ -1,6 +1,6 @@
 //! `interlingua-bench`: the harness behind `bench/run` (`run`), the canned upstream every
-//! contender proxies to (`upstream`), the store seeder (`seed`), and the blocking-client
-//! measurement alone (`blocking`, also part of `run`).
+//! contender proxies to (`upstream`), the store seeder (`seed`), and two measurements alone
+//! (`blocking` and `idle`, also part of `run`).
 
 #![forbid(unsafe_code)]
 
@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use interlingua_bench::{blocking, canned, procs, run, seed, stack};
+use interlingua_bench::{blocking, canned, idle, procs, run, seed, stack};
 
 #[derive(Parser)]
 #[command(
@@ -44,6 +44,20 @@ enum Command {
         #[arg(long, default_value_t = 5)]
         rounds: usize,
     },
+    /// Measures only interlingua's memory with idle connections held and after they close,
+    /// e.g. to compare two builds: `interlingua-bench idle --interlingua BIN`.
+    Idle {
+        /// The `interlingua` binary.
+        #[arg(long)]
+        interlingua: PathBuf,
+        /// The repository (for `mappings/`).
+        #[arg(long, default_value = ".")]
+        repo: PathBuf,
+        #[arg(long, default_value_t = 2000)]
+        connections: usize,
+        #[arg(long, default_value_t = 2)]
+        rounds: usize,
+    },
     /// Fills a task store with finished tasks (until it holds `count` of them).
     Seed {
         #[arg(long)]
@@ -60,7 +74,35 @@ enum Command {
 
 /// `blocking` on its own: unpinned, in a scratch directory removed afterwards.
 fn blocking_alone(interlingua: PathBuf, repo: PathBuf, rounds: usize) -> Result<(), String> {
-    let scratch = std::env::temp_dir().join(format!("interlingua-blocking-{}", std::process::id()));
+    alone("blocking", interlingua, repo, |env| {
+        println!("{}", blocking::measure(env, rounds)?.line());
+        Ok(())
+    })
+}
+
+/// `idle` on its own, as `blocking` is.
+fn idle_alone(
+    interlingua: PathBuf,
+    repo: PathBuf,
+    connections: usize,
+    rounds: usize,
+) -> Result<(), String> {
+    alone("idle", interlingua, repo, |env| {
+        for point in idle::alone(env, connections, rounds)? {
+            println!("{}", point.line());
+        }
+        Ok(())
+    })
+}
+
+/// Runs `measure` unpinned, in a scratch directory removed afterwards.
+fn alone(
+    name: &str,
+    interlingua: PathBuf,
+    repo: PathBuf,
+    measure: impl FnOnce(&stack::Env) -> Result<(), String>,
+) -> Result<(), String> {
+    let scratch = std::env::temp_dir().join(format!("interlingua-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).map_err(|e| e.to_string())?;
     let procs = procs::Procs::new(&scratch.join("pids"), false).map_err(|e| e.to_string())?;
     // The configs name an HMAC key; this route needs no token, but the key must load.
@@ -81,11 +123,10 @@ fn blocking_alone(interlingua: PathBuf, repo: PathBuf, rounds: usize) -> Result<
         threads: 1,
         store_url: None,
     };
-    let result = blocking::measure(&env, rounds);
+    let result = measure(&env);
     procs.stop_all();
     let _ = std::fs::remove_dir_all(&scratch);
-    println!("{}", result?.line());
-    Ok(())
+    result
 }
 
 fn main() -> ExitCode {
@@ -100,6 +141,12 @@ fn main() -> ExitCode {
             repo,
             rounds,
         } => blocking_alone(interlingua, repo, rounds),
+        Command::Idle {
+            interlingua,
+            repo,
+            connections,
+            rounds,
+        } => idle_alone(interlingua, repo, connections, rounds),
         Command::Seed {
             data_dir,
             count,

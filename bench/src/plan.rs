@@ -29,6 +29,8 @@ pub struct Plan {
     pub routes: Vec<usize>,
     pub tasks: Vec<u64>,
     pub clients: Vec<u32>,
+    /// Idle client connections held at once (memory while they are open and after they close).
+    pub idle_connections: Vec<usize>,
     /// Past this, optional work (the largest curve points) is skipped and the output says so.
     pub budget: Duration,
     /// Past this, the run stops everything it started and fails.
@@ -54,6 +56,7 @@ impl Plan {
                 routes: vec![1, 1000, 10_000],
                 tasks: vec![1_000, 10_000, 100_000],
                 clients: vec![1, 16, 64],
+                idle_connections: vec![2000],
                 budget: Duration::from_secs(170),
                 hard_limit: Duration::from_secs(240),
             }
@@ -74,6 +77,7 @@ impl Plan {
                 routes: vec![1, 10, 100, 1000, 10_000],
                 tasks: vec![1_000, 10_000, 100_000, 1_000_000],
                 clients: vec![1, 4, 16, 64, 256],
+                idle_connections: vec![500, 2000],
                 budget: Duration::from_secs(18 * 60),
                 hard_limit: Duration::from_secs(20 * 60),
             }

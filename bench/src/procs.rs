@@ -279,6 +279,11 @@ impl std::ops::Sub for Cpu {
     }
 }
 
+/// Resident memory (VmRSS) of `pid` now, in MiB.
+pub fn rss_mib(pid: u32) -> Option<f64> {
+    status_kb(pid, "VmRSS:").map(|kb| kb as f64 / 1024.0)
+}
+
 /// Peak resident memory (VmHWM) of `pid` and, with `children`, its direct children, in MiB.
 pub fn peak_rss_mib(pid: u32, children: bool) -> Option<f64> {
     let kb: u64 = tree(pid, children)

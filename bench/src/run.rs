@@ -579,12 +579,13 @@ fn run_in(
     };
     let mut curves: Vec<Curve> = Vec::new();
     type Measure = fn(&Targets) -> Curve;
-    let all: [(&str, Measure); 5] = [
+    let all: [(&str, Measure); 6] = [
         ("body size", curves::body_size),
         ("connections", curves::connections),
         ("routes", curves::routes),
         ("stored tasks", curves::stored_tasks),
         ("durable creates", curves::creates),
+        ("idle connections", crate::idle::curve),
     ];
     for (name, f) in all.into_iter().filter(|_| !args.skip_curves) {
         let t0 = Instant::now();

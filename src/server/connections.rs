@@ -3,8 +3,8 @@
 //! requests.
 //!
 //! pingora 0.9 bounds none of these. Its header read times out per read (after 60 s of silence),
-//! so a client dripping a byte a second holds its connection, and the ≈ 80 KiB of buffers behind
-//! it, for ever; and it accepts as many connections as the process has file descriptors.
+//! so a client dripping a byte a second holds its connection, and the memory behind it, for
+//! ever; and it accepts as many connections as the process has file descriptors.
 //! [`Guarded`] wraps pingora's proxy application, one per listener: it counts the listener's
 //! connections and refuses one over the limit, and for every HTTP/1 request it reads the header
 //! itself, under a deadline, then hands those bytes to pingora as a pipelined prefix, which
