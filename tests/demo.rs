@@ -104,6 +104,27 @@ async fn balance(admin: SocketAddr, admin_token: &str) -> Value {
     resp.json().await.unwrap()
 }
 
+/// Polls `url` with `token` until the status at `pointer` in its answer is `done`.
+async fn until_done(url: &str, token: &str, pointer: &str, done: &str) {
+    eventually(&format!("{url} to be {done}"), || async {
+        let v: Value = client()
+            .get(url)
+            .bearer_auth(token)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?
+            .json()
+            .await
+            .map_err(|e| e.to_string())?;
+        if v.pointer(pointer) == Some(&json!(done)) {
+            Ok(())
+        } else {
+            Err(v.to_string())
+        }
+    })
+    .await;
+}
+
 /// Waits until nothing is held; the balance then.
 async fn settled(admin: SocketAddr, admin_token: &str) -> Value {
     eventually("the demo's tasks to settle", || async {
@@ -203,23 +224,7 @@ async fn the_demo_prints_a_console_to_log_in_to_and_what_tasks_cost() {
         "http://{proxy}/masumi/status?job_id={}",
         job["job_id"].as_str().unwrap()
     );
-    eventually("the job done", || async {
-        let v: Value = client()
-            .get(&status)
-            .bearer_auth(&token)
-            .send()
-            .await
-            .map_err(|e| e.to_string())?
-            .json()
-            .await
-            .map_err(|e| e.to_string())?;
-        if v["status"] == "completed" {
-            Ok(())
-        } else {
-            Err(v.to_string())
-        }
-    })
-    .await;
+    until_done(&status, &token, "/status", "completed").await;
     let after = settled(admin, &admin_token).await;
     assert_eq!(
         (after["captured"].as_i64(), after["available"].as_i64()),
@@ -244,23 +249,7 @@ async fn the_demo_prints_a_console_to_log_in_to_and_what_tasks_cost() {
         "http://{proxy}/nevermined/api/v1/agents/{did}/tasks/{}",
         task["task"]["task_id"].as_str().unwrap()
     );
-    eventually("the task done", || async {
-        let v: Value = client()
-            .get(&task_url)
-            .bearer_auth(&token)
-            .send()
-            .await
-            .map_err(|e| e.to_string())?
-            .json()
-            .await
-            .map_err(|e| e.to_string())?;
-        if v["task"]["task_status"] == "Completed" {
-            Ok(())
-        } else {
-            Err(v.to_string())
-        }
-    })
-    .await;
+    until_done(&task_url, &token, "/task/task_status", "Completed").await;
     let after = settled(admin, &admin_token).await;
     assert_eq!(
         (after["captured"].as_i64(), after["available"].as_i64()),

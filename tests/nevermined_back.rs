@@ -153,26 +153,18 @@ async fn an_a2a_sdk_client_answers_the_waiting_step_of_a_nevermined_agent() {
     let (proxy, admin) = world(&Clock::default()).await;
     let sub = "a2a-client";
     admin.grant(sub, 10).await;
-    let args: Vec<String> = [
+    let (url, bearer) = (proxy.url("/a2a"), token(sub));
+    let out = a2a_client(&[
         "--url",
-        &proxy.url("/a2a"),
+        &url,
         "--scenario",
         "input",
         "--timeout",
         "15",
         "--token",
-        &token(sub),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let ran = tokio::task::spawn_blocking(move || {
-        run_script(&peers_python(), "a2a_client.py", &args, DEADLINE)
-    })
-    .await
-    .unwrap();
-    assert!(ran.status.success(), "{}\n{}", ran.stdout, ran.stderr);
-    let out: Value = serde_json::from_str(ran.stdout.trim()).unwrap();
+        &bearer,
+    ])
+    .await;
     assert_eq!(
         out["states"],
         json!([
@@ -196,6 +188,18 @@ async fn an_a2a_sdk_client_answers_the_waiting_step_of_a_nevermined_agent() {
     );
     admin.charged(sub, 10, 4).await;
     assert_eq!(rows(&admin, sub).await, four_steps_charged());
+}
+
+/// What `a2a_client.py` (the a2a-sdk's client) printed, run with `args`; it must succeed.
+async fn a2a_client(args: &[&str]) -> Value {
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let ran = tokio::task::spawn_blocking(move || {
+        run_script(&peers_python(), "a2a_client.py", &args, DEADLINE)
+    })
+    .await
+    .unwrap();
+    assert!(ran.status.success(), "{}\n{}", ran.stdout, ran.stderr);
+    serde_json::from_str(ran.stdout.trim()).unwrap()
 }
 
 /// The sample Nevermined agent at `agent` behind a hub that is slow to show an input taken: for
@@ -257,29 +261,21 @@ async fn a_blocking_send_with_the_input_answers_the_task_completed() {
     admin.grant(sub, 10).await;
     for binding in ["JSONRPC", "HTTP+JSON"] {
         for (prefix, bearer) in [("/a2a", Some(token(sub))), ("/free", None)] {
-            let mut args: Vec<String> = [
+            let url = proxy.url(prefix);
+            let mut args = vec![
                 "--url",
-                &proxy.url(prefix),
+                &url,
                 "--scenario",
                 "blocking_input",
                 "--binding",
                 binding,
                 "--timeout",
                 "15",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+            ];
             if let Some(t) = &bearer {
-                args.extend(["--token".to_string(), t.clone()]);
+                args.extend(["--token", t]);
             }
-            let ran = tokio::task::spawn_blocking(move || {
-                run_script(&peers_python(), "a2a_client.py", &args, DEADLINE)
-            })
-            .await
-            .unwrap();
-            assert!(ran.status.success(), "{}\n{}", ran.stdout, ran.stderr);
-            let out: Value = serde_json::from_str(ran.stdout.trim()).unwrap();
+            let out = a2a_client(&args).await;
             let kinds: Vec<&str> = out["events"]
                 .as_array()
                 .unwrap()
@@ -315,24 +311,16 @@ async fn a_streamed_send_with_the_input_streams_the_task_to_its_end() {
     let nvm = sample_agent_on(samples::nevermined::serve, WORK, &Clock::default()).await;
     let hub = slow_hub(nvm).await;
     let (proxy, _admin) = world_at(hub.addr).await;
-    let args: Vec<String> = [
+    let url = proxy.url("/free");
+    let out = a2a_client(&[
         "--url",
-        &proxy.url("/free"),
+        &url,
         "--scenario",
         "stream_input",
         "--timeout",
         "15",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let ran = tokio::task::spawn_blocking(move || {
-        run_script(&peers_python(), "a2a_client.py", &args, DEADLINE)
-    })
-    .await
-    .unwrap();
-    assert!(ran.status.success(), "{}\n{}", ran.stdout, ran.stderr);
-    let out: Value = serde_json::from_str(ran.stdout.trim()).unwrap();
+    ])
+    .await;
     let events = out["events"].as_array().unwrap();
     let follow_up = events
         .iter()
