@@ -147,6 +147,7 @@ mod tests {
                 poll_max_interval: Duration::from_secs(1),
                 input_timeout: Duration::from_secs(1),
                 min_refresh: Duration::from_secs(1),
+                lost_after: Duration::from_secs(60),
                 max_json_depth: 64,
             },
             access: Default::default(),

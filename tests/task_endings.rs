@@ -486,3 +486,121 @@ fn max_json_depth_is_between_one_and_what_keeps_every_task_readable() {
         );
     }
 }
+
+/// The sample MIP-003 agent at `agent`, until `forgot` is set: from then on it answers every
+/// status request `404 Job not found`, as an agent that restarted and lost its jobs does.
+async fn forgetful(
+    agent: SocketAddr,
+    forgot: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Upstream {
+    use std::sync::atomic::Ordering;
+    Upstream::start(move |req: hyper::Request<hyper::body::Incoming>| {
+        let forgot = forgot.clone();
+        async move {
+            use http_body_util::BodyExt;
+            let (method, uri) = (req.method().clone(), req.uri().to_string());
+            if forgot.load(Ordering::SeqCst) && uri.starts_with("/status") {
+                return common::answer(
+                    404,
+                    bytes::Bytes::from_static(b"{\"detail\":\"Job not found\"}"),
+                );
+            }
+            let body = req.into_body().collect().await.unwrap().to_bytes();
+            let resp = client()
+                .request(method, format!("http://{agent}{uri}"))
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            common::answer(status, resp.bytes().await.unwrap())
+        }
+    })
+    .await
+}
+
+/// An agent that no longer knows a task it was following (it restarted): for a while the task
+/// is answered as interlingua knows it (running, not a 404 the client could take for its own
+/// task gone); once the agent has said so for the route's `lost_after`, the task fails as
+/// `upstream_lost` and its hold is released, instead of being polled, and held, for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_its_agent_no_longer_knows_fails_after_lost_after_and_frees_its_hold() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let forgot = Arc::new(AtomicBool::new(false));
+    let agent = sample_agent(samples::mip003::serve, Duration::from_secs(3600)).await;
+    let front = forgetful(agent, forgot.clone()).await;
+    let rest = format!(
+        "[[upstreams]]\nname = \"mip\"\naddress = \"{}\"\n{}",
+        front.addr,
+        paid_route(
+            "n",
+            "/n",
+            "mip",
+            "nevermined",
+            "mip003",
+            "lost_after = \"1s\""
+        )
+    );
+    let proxy = Proxy::start(&paid_config(&rest));
+    let admin = Admin::new(&proxy);
+    admin.grant("lou", 3).await;
+    let bearer = token("lou");
+    let http = client();
+    let created: Value = http
+        .post(proxy.url(&format!("/n/api/v1/agents/{DID}/tasks")))
+        .bearer_auth(&bearer)
+        .json(&json!({"input_query": "forget me"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["task"]["task_id"].as_str().unwrap().to_string();
+    let url = proxy.url(&format!("/n/api/v1/agents/{DID}/tasks/{id}"));
+    let poll = || async {
+        let resp = http.get(&url).bearer_auth(&bearer).send().await.unwrap();
+        let status = resp.status().as_u16();
+        let body: Value = resp.json().await.unwrap();
+        (status, body)
+    };
+    let (status, before) = poll().await;
+    assert_eq!(status, 200, "{before}");
+
+    forgot.store(true, Ordering::SeqCst);
+    // Said once: the task as interlingua knows it, not the agent's 404.
+    let (status, body) = poll().await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["task"]["task_status"], before["task"]["task_status"],
+        "{body}"
+    );
+    // Said for lost_after: failed, its hold released, nothing charged.
+    let failed = eventually("the task failed as lost", || async {
+        let (status, body) = poll().await;
+        if status == 200 && body["task"]["task_status"] == "Failed" {
+            Ok(body)
+        } else {
+            Err(format!("{status} {body}"))
+        }
+    })
+    .await;
+    assert!(
+        failed["task"]["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("no longer knows this task (Job not found)")),
+        "{failed}"
+    );
+    assert_eq!(
+        ledger(&admin, "lou").await,
+        rows(&[("grant", 3), ("hold", 1), ("release", 1)])
+    );
+    let (status, report) = admin_verify(proxy.admin).await;
+    assert_eq!(
+        (status, report["ok"].as_bool()),
+        (200, Some(true)),
+        "{report}"
+    );
+}

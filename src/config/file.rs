@@ -222,6 +222,7 @@ pub struct RouteEntry {
     pub poll_max_interval: Option<Spanned<String>>,
     pub input_timeout: Option<Spanned<String>>,
     pub min_refresh: Option<Spanned<String>>,
+    pub lost_after: Option<Spanned<String>>,
     /// Require a verified bearer token.
     pub auth: Option<bool>,
     /// The plans allowed (empty or absent: any plan).

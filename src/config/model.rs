@@ -512,6 +512,10 @@ pub struct Translation {
     /// Polls of one task within this long of the last refresh from the back are answered from
     /// the store (many clients polling one task cause one call to the agent).
     pub min_refresh: Duration,
+    /// How long an agent may say it does not know a task it is following (404 or 410 to its
+    /// `get_task`: it restarted and lost it, say) before the task fails as `upstream_lost`, its
+    /// hold released.
+    pub lost_after: Duration,
     /// The deepest a request body may nest, arrays and objects counted (1 to
     /// [`MAX_JSON_DEPTH`](mapping::depth::MAX_JSON_DEPTH)): deeper is refused (400) before
     /// anything is held or stored.

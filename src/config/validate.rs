@@ -27,6 +27,7 @@ const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
 const DEFAULT_POLL_MAX_INTERVAL: Duration = Duration::from_secs(10);
 const DEFAULT_INPUT_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 const DEFAULT_MIN_REFRESH: Duration = Duration::from_millis(250);
+const DEFAULT_LOST_AFTER: Duration = Duration::from_secs(60);
 const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
 /// Enough for any client on a slow link to send a header of a few KiB; a slowloris connection
 /// dripping a byte at a time is closed after it.
@@ -720,6 +721,12 @@ fn translation(r: &file::RouteEntry, path: &str, p: &mut Collector<'_>) -> Optio
         DEFAULT_MIN_REFRESH,
         p,
     );
+    let lost_after = duration(
+        r.lost_after.as_ref(),
+        &format!("{path}.lost_after"),
+        DEFAULT_LOST_AFTER,
+        p,
+    );
     let max_json_depth = bounded(
         r.max_json_depth.as_ref(),
         &format!("{path}.max_json_depth"),
@@ -741,6 +748,7 @@ fn translation(r: &file::RouteEntry, path: &str, p: &mut Collector<'_>) -> Optio
         poll_max_interval: poll_max_interval?,
         input_timeout: input_timeout?,
         min_refresh: min_refresh?,
+        lost_after: lost_after?,
         max_json_depth,
     })
 }

@@ -23,10 +23,19 @@ pub fn follow_interval(waited: Duration, longest: Duration) -> Duration {
     (waited / 40).max(FOLLOW_MIN).min(longest.max(FOLLOW_MIN))
 }
 
+/// What one task's refreshes remember between them, behind the task's gate.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Gate {
+    /// When the last refresh from the back began.
+    pub last: Option<Instant>,
+    /// Since when the agent has said it does not know the task (no answer since said otherwise).
+    pub lost_since: Option<Instant>,
+}
+
 /// Per task, when it was last refreshed from its back; the lock makes refreshes of one task
 /// happen one at a time. Entries of tasks nobody polls for a minute are dropped.
 pub struct Refreshes {
-    last: moka::sync::Cache<String, Arc<Mutex<Option<Instant>>>>,
+    last: moka::sync::Cache<String, Arc<Mutex<Gate>>>,
 }
 
 impl Default for Refreshes {
@@ -42,9 +51,9 @@ impl Default for Refreshes {
 
 impl Refreshes {
     /// The gate of one task: hold it while refreshing; it says when the last refresh began.
-    pub fn gate(&self, task_id: &str) -> Arc<Mutex<Option<Instant>>> {
+    pub fn gate(&self, task_id: &str) -> Arc<Mutex<Gate>> {
         self.last
-            .get_with_by_ref(task_id, || Arc::new(Mutex::new(None)))
+            .get_with_by_ref(task_id, || Arc::new(Mutex::new(Gate::default())))
     }
 
     /// Forgets a task (it has ended: nobody will refresh it again).
@@ -83,15 +92,18 @@ mod tests {
     async fn a_refresh_is_fresh_for_as_long_as_the_caller_accepts() {
         let refreshes = Refreshes::default();
         let gate = refreshes.gate("t");
-        assert!(!is_fresh(*gate.lock().await, Duration::from_secs(1)));
-        *gate.lock().await = Some(Instant::now());
+        assert!(!is_fresh(gate.lock().await.last, Duration::from_secs(1)));
+        gate.lock().await.last = Some(Instant::now());
         tokio::time::advance(Duration::from_millis(200)).await;
         let same = refreshes.gate("t");
-        assert!(is_fresh(*same.lock().await, Duration::from_millis(250)));
-        assert!(!is_fresh(*same.lock().await, Duration::from_millis(100)));
+        assert!(is_fresh(same.lock().await.last, Duration::from_millis(250)));
+        assert!(!is_fresh(
+            same.lock().await.last,
+            Duration::from_millis(100)
+        ));
         refreshes.forget("t");
         assert!(!is_fresh(
-            *refreshes.gate("t").lock().await,
+            refreshes.gate("t").lock().await.last,
             Duration::from_secs(1)
         ));
     }

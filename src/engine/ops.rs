@@ -680,7 +680,7 @@ impl Engine {
             return Ok(stored);
         }
         let gate = self.refreshes.gate(&stored.task.id);
-        let mut last = gate.lock().await;
+        let mut gate = gate.lock().await;
         // Fresh from this instance's own refresh, or from another instance's (several instances
         // on one store: the store records when a refresh began). A store that cannot say lets
         // the refresh go ahead: the task's version keeps the result right either way.
@@ -697,8 +697,8 @@ impl Engine {
                     Ok(true) | Err(_)
                 )
         };
-        if super::follow::is_fresh(*last, fresh) || fresh_elsewhere().await {
-            drop(last);
+        if super::follow::is_fresh(gate.last, fresh) || fresh_elsewhere().await {
+            drop(gate);
             return Ok(
                 match self
                     .store
@@ -713,13 +713,43 @@ impl Engine {
         }
         let started = tokio::time::Instant::now();
         let back_doc = Canonical::back(&stored.task);
-        let answer = self.call_back(t, Operation::GetTask, &back_doc, cx).await?;
+        let answer = self.call_back(t, Operation::GetTask, &back_doc, cx).await;
         drop(back_doc);
-        let patch = patch_of(&answer, &t.upstream.config.name, &t.back.name)?;
+        let patch = match answer {
+            Ok(answer) => {
+                gate.lost_since = None;
+                patch_of(&answer, &t.upstream.config.name, &t.back.name)?
+            }
+            Err(ProxyError::Upstream(UpstreamError::Rejected {
+                status: 404 | 410,
+                message,
+                ..
+            })) => {
+                // The agent does not know the task (it restarted and lost it, say). Said once,
+                // it may be a moment's confusion: the task stays as it was. Said for
+                // `lost_after`, the task will never be heard of again: it fails, its hold
+                // released, rather than being polled, and holding credits, for ever.
+                let since = *gate.lost_since.get_or_insert(started);
+                gate.last = Some(started);
+                if since.elapsed() < t.settings.lost_after {
+                    return Ok(stored);
+                }
+                TaskPatch {
+                    status: Some(Status::Failed),
+                    reason: Some("upstream_lost".to_string()),
+                    message: Some(format!(
+                        "the agent no longer knows this task ({message}), for {} now",
+                        humantime::format_duration(t.settings.lost_after)
+                    )),
+                    ..TaskPatch::default()
+                }
+            }
+            Err(e) => return Err(e),
+        };
         let stored = self.apply(t, stored, patch, cx).await?;
         let stored = self.follow_payment(t, stored, cx).await?;
-        *last = Some(started);
-        drop(last);
+        gate.last = Some(started);
+        drop(gate);
         if stored.task.status.is_terminal() {
             self.refreshes.forget(&stored.task.id);
         }
