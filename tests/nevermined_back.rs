@@ -215,27 +215,15 @@ async fn slow_hub(agent: std::net::SocketAddr) -> Upstream {
     Upstream::start(move |req: hyper::Request<hyper::body::Incoming>| {
         let (before, lag) = (before.clone(), lag.clone());
         async move {
-            use http_body_util::BodyExt;
             let method = req.method().clone();
-            let uri = format!("http://{agent}{}", req.uri());
-            let headers = req.headers().clone();
-            let body = req.into_body().collect().await.unwrap().to_bytes();
-            let is_read = method == hyper::Method::GET && uri.contains("/tasks/");
+            let is_read = method == hyper::Method::GET && req.uri().path().contains("/tasks/");
             if is_read && lag.load(Ordering::SeqCst) > 0 {
                 lag.fetch_sub(1, Ordering::SeqCst);
                 if let Some((status, old)) = before.lock().unwrap().clone() {
                     return common::answer(status, old);
                 }
             }
-            let mut call = client().request(method.clone(), &uri).body(body);
-            for (k, v) in &headers {
-                if k != "host" && k != "content-length" {
-                    call = call.header(k, v);
-                }
-            }
-            let resp = call.send().await.unwrap();
-            let status = resp.status().as_u16();
-            let answer = resp.bytes().await.unwrap();
+            let (status, answer) = common::forward(agent, req).await;
             if is_read {
                 *before.lock().unwrap() = Some((status, answer.clone()));
             } else if method == hyper::Method::PUT {

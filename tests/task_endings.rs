@@ -497,24 +497,14 @@ async fn forgetful(
     Upstream::start(move |req: hyper::Request<hyper::body::Incoming>| {
         let forgot = forgot.clone();
         async move {
-            use http_body_util::BodyExt;
-            let (method, uri) = (req.method().clone(), req.uri().to_string());
-            if forgot.load(Ordering::SeqCst) && uri.starts_with("/status") {
+            if forgot.load(Ordering::SeqCst) && req.uri().path().starts_with("/status") {
                 return common::answer(
                     404,
                     bytes::Bytes::from_static(b"{\"detail\":\"Job not found\"}"),
                 );
             }
-            let body = req.into_body().collect().await.unwrap().to_bytes();
-            let resp = client()
-                .request(method, format!("http://{agent}{uri}"))
-                .header("content-type", "application/json")
-                .body(body)
-                .send()
-                .await
-                .unwrap();
-            let status = resp.status().as_u16();
-            common::answer(status, resp.bytes().await.unwrap())
+            let (status, answer) = common::forward(agent, req).await;
+            common::answer(status, answer)
         }
     })
     .await

@@ -260,6 +260,25 @@ pub fn full(body: impl Into<Bytes>) -> Body {
         .boxed()
 }
 
+/// Sends `req` on to the HTTP server at `to` as it came (its method, target, headers but the
+/// host and length, and body); that server's status and body. For stubs that stand in front of
+/// a real agent and change some of what it says.
+pub async fn forward(to: SocketAddr, req: Request<Incoming>) -> (u16, Bytes) {
+    let (parts, body) = req.into_parts();
+    let body = body.collect().await.expect("the request's body").to_bytes();
+    let mut call = client()
+        .request(parts.method, format!("http://{to}{}", parts.uri))
+        .body(body);
+    for (k, v) in &parts.headers {
+        if k != "host" && k != "content-length" {
+            call = call.header(k, v);
+        }
+    }
+    let resp = call.send().await.expect("the agent answers");
+    let status = resp.status().as_u16();
+    (status, resp.bytes().await.expect("the agent's answer"))
+}
+
 /// A response of `status` with `body` as JSON.
 pub fn answer(status: u16, body: Bytes) -> Response<Body> {
     Response::builder()
