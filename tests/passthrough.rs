@@ -73,7 +73,7 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_streamed_body_arrives_byte_for_byte_both_ways() {
-    let upstream = Upstream::echo_body().await;
+    let upstream = Upstream::echo_whole_body().await;
     let proxy = Proxy::passthrough(upstream.addr, "", r#"max_body = "64MiB""#);
     let sent = pattern(12 * 1024 * 1024 + 7, 42);
 

@@ -23,6 +23,8 @@
 //! - [`procs`]: starting, pinning, bounding and stopping processes by pid; `/proc` readings.
 //! - [`blocking`]: what a client blocking on a 2 s task waits beyond the task (A2A over MIP-003).
 //! - [`idle`]: resident memory while idle client connections are held, and after they close.
+//! - [`instructions`]: instructions per request under callgrind, against a committed baseline
+//!   (CI's regression guard).
 //! - [`seed`]: filling a task store for the stored-tasks curve.
 //! - [`stats`]: percentiles, medians, per-round ratios (what the headline is made of).
 //! - [`report`], [`plot`]: tables, results files, PNG plots, the headline line.
@@ -37,6 +39,7 @@ pub mod curves;
 pub mod fleet;
 pub mod http;
 pub mod idle;
+pub mod instructions;
 pub mod load;
 pub mod plan;
 pub mod plot;

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use interlingua_bench::{blocking, canned, idle, procs, run, seed, stack};
+use interlingua_bench::{blocking, canned, idle, instructions, procs, run, seed, stack};
 
 #[derive(Parser)]
 #[command(
@@ -58,6 +58,33 @@ enum Command {
         #[arg(long, default_value_t = 2)]
         rounds: usize,
     },
+    /// Counts the instructions interlingua executes per request (passthrough, full get_task, full
+    /// create) under valgrind's callgrind, and with `--baseline FILE` fails when one is more than
+    /// `--margin` over the file's figure: the regression guard `.ci/run` runs (bench/README.md).
+    Instructions {
+        /// The `interlingua` binary (a release build).
+        #[arg(long)]
+        interlingua: PathBuf,
+        /// The repository (for `mappings/`).
+        #[arg(long, default_value = ".")]
+        repo: PathBuf,
+        /// Requests sent before the count starts.
+        #[arg(long, default_value_t = 50)]
+        warmup: usize,
+        /// Requests counted, per kind.
+        #[arg(long, default_value_t = 300)]
+        requests: usize,
+        /// The committed baseline to compare with (`NAME INSTRUCTIONS` lines).
+        #[arg(long)]
+        baseline: Option<PathBuf>,
+        /// How far over its baseline a figure may be (0.15: 15 %).
+        #[arg(long, default_value_t = 0.15)]
+        margin: f64,
+        /// Keep the callgrind dumps here (`callgrind.<kind>.out`), to read where the
+        /// instructions go with `callgrind_annotate`.
+        #[arg(long)]
+        dumps: Option<PathBuf>,
+    },
     /// Fills a task store with finished tasks (until it holds `count` of them).
     Seed {
         #[arg(long)]
@@ -91,6 +118,37 @@ fn idle_alone(
         for point in idle::alone(env, connections, rounds)? {
             println!("{}", point.line());
         }
+        Ok(())
+    })
+}
+
+/// `instructions`: counts, prints the line, and compares with the baseline when one is given.
+fn instructions_alone(
+    interlingua: PathBuf,
+    repo: PathBuf,
+    sizes: instructions::Sizes,
+    baseline: Option<PathBuf>,
+    margin: f64,
+) -> Result<(), String> {
+    let baseline = match baseline {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            Some(
+                instructions::read_baseline(&text)
+                    .map_err(|e| format!("{}: {e}", path.display()))?,
+            )
+        }
+        None => None,
+    };
+    alone("instructions", interlingua, repo, |env| {
+        let figures = instructions::measure(env, &sizes)?;
+        if let Some(base) = &baseline {
+            let report = instructions::check(&figures, base, margin);
+            eprint!("{}", report.as_ref().unwrap_or_else(|e| e));
+            report?;
+        }
+        println!("{}", instructions::line(&figures));
         Ok(())
     })
 }
@@ -147,6 +205,25 @@ fn main() -> ExitCode {
             connections,
             rounds,
         } => idle_alone(interlingua, repo, connections, rounds),
+        Command::Instructions {
+            interlingua,
+            repo,
+            warmup,
+            requests,
+            baseline,
+            margin,
+            dumps,
+        } => instructions_alone(
+            interlingua,
+            repo,
+            instructions::Sizes {
+                warmup,
+                requests,
+                dumps,
+            },
+            baseline,
+            margin,
+        ),
         Command::Seed {
             data_dir,
             count,

@@ -44,6 +44,8 @@ pub struct Env {
 pub struct Running {
     pub service: Service,
     pub addr: SocketAddr,
+    /// interlingua's admin listener (`/metrics`); `None` for the other processes.
+    pub admin: Option<SocketAddr>,
 }
 
 /// A route of an interlingua config.
@@ -212,7 +214,11 @@ impl Env {
             self.limit("upstream", 10),
         )?;
         let addr = addr_of(&line, "ready:").ok_or_else(|| format!("upstream said `{line}`"))?;
-        Ok(Running { service, addr })
+        Ok(Running {
+            service,
+            addr,
+            admin: None,
+        })
     }
 
     /// Starts nginx in front of `upstream`.
@@ -244,6 +250,7 @@ impl Env {
         Ok(Running {
             service,
             addr: listen,
+            admin: None,
         })
     }
 
@@ -317,18 +324,42 @@ impl Env {
     /// Starts `interlingua serve` on `config`; `within` bounds the start-up (a config with many
     /// routes takes longer to check).
     pub fn serve(&self, name: &str, config: &Path, within: Duration) -> Result<Running, String> {
-        let args = vec![
+        self.serve_under(name, config, within, &[])
+    }
+
+    /// As [`Env::serve`], the process started by `wrapper` (a program and its arguments, e.g.
+    /// valgrind's), which runs interlingua and passes its output through.
+    pub fn serve_under(
+        &self,
+        name: &str,
+        config: &Path,
+        within: Duration,
+        wrapper: &[String],
+    ) -> Result<Running, String> {
+        let mut args: Vec<String> = wrapper.iter().skip(1).cloned().collect();
+        let program = match wrapper.first() {
+            Some(p) => {
+                args.push(self.interlingua.display().to_string());
+                PathBuf::from(p)
+            }
+            None => self.interlingua.clone(),
+        };
+        args.extend([
             "serve".to_string(),
             "-c".into(),
             config.display().to_string(),
-        ];
-        let cmd = self.procs.command(&self.sut_cpus, &self.interlingua, &args);
+        ]);
+        let cmd = self.procs.command(&self.sut_cpus, &program, &args);
         let log = config.with_file_name("interlingua.log");
         let (service, line) = self
             .procs
             .start(name, cmd, &log, "interlingua ready:", within)?;
         let addr = addr_of(&line, "proxy").ok_or_else(|| format!("{name} said `{line}`"))?;
-        Ok(Running { service, addr })
+        Ok(Running {
+            service,
+            addr,
+            admin: addr_of(&line, "admin"),
+        })
     }
 }
 

@@ -138,7 +138,10 @@ impl KeySet {
             return Ok(copy);
         }
         *last = Some(Instant::now());
-        match self.read().await {
+        // Boxed: a fetch (a connection, TLS) is a large future, and every token check awaits
+        // this one; held inline, each request would carry and copy it for a read made once per
+        // `refresh_interval` at most.
+        match Box::pin(self.read()).await {
             Ok(set) => {
                 let fresh = Arc::new(Snapshot {
                     generation: copy.generation + 1,

@@ -68,7 +68,9 @@ impl Engine {
                 return Some(e.doc.clone());
             }
         }
-        let (doc, ttl) = match self.discover_once(t, d, cx).await {
+        // Boxed: made once per `ttl`, it would otherwise size every call's future (see
+        // `Engine::handle`).
+        let (doc, ttl) = match Box::pin(self.discover_once(t, d, cx)).await {
             Some(doc) => (doc, d.ttl),
             None => (Value::Object(Map::new()), d.ttl.min(FAILED_TTL)),
         };

@@ -328,10 +328,14 @@ impl Engine {
         // A search's stream follows what the search found.
         let feed = (fop.stream.is_some() && fop.op == Operation::SearchTasks)
             .then(|| ops::search_query(t, &doc, cx.identity).0);
+        // Each operation's future is boxed. Held inline, the largest (a create: the task, its
+        // documents, the back call, the payment rail) sized this future and every one awaiting
+        // it — tens of KiB, copied whole each time a future moves (into its parent, a `Box`, a
+        // span) — whichever operation a request was (bench/README.md, "Where the CPU went").
         let out = match fop.op {
-            Operation::CreateTask => self.create(t, fop, doc, cx).await?,
-            Operation::GetTask | Operation::ListSteps => self.get(t, &doc, cx).await?,
-            Operation::ProvideInput => match self.provide_input(t, fop, doc, cx).await {
+            Operation::CreateTask => Box::pin(self.create(t, fop, doc, cx)).await?,
+            Operation::GetTask | Operation::ListSteps => Box::pin(self.get(t, &doc, cx)).await?,
+            Operation::ProvideInput => match Box::pin(self.provide_input(t, fop, doc, cx)).await {
                 // The conversation's task has ended, or there is none: a new task.
                 Err(ProxyError::TaskNotFound(_) | ProxyError::TaskEnded(_))
                     if fop.otherwise.is_some() =>
@@ -343,16 +347,18 @@ impl Engine {
                         .ok_or_else(|| ProxyError::Internal("no create form".to_string()))?;
                     let mut doc = decode(&create.request, &msg, &t.front_ctx())?;
                     doc.set_request(request.clone());
-                    self.create(t, create, doc, cx).await?
+                    Box::pin(self.create(t, create, doc, cx)).await?
                 }
                 other => other?,
             },
-            Operation::CancelTask => self.cancel(t, &doc, cx).await?,
-            Operation::SearchTasks => self.search(t, &doc, cx).await?,
-            Operation::SearchSteps => self.search_steps(t, &doc, cx).await?,
-            Operation::Availability => self.availability(t, cx).await?,
-            Operation::InputSchema => Canonical::empty().with_schema(self.schema_for(t, cx).await?),
-            Operation::Describe => self.describe(t, req.prefix, base_url, cx).await?,
+            Operation::CancelTask => Box::pin(self.cancel(t, &doc, cx)).await?,
+            Operation::SearchTasks => Box::pin(self.search(t, &doc, cx)).await?,
+            Operation::SearchSteps => Box::pin(self.search_steps(t, &doc, cx)).await?,
+            Operation::Availability => Box::pin(self.availability(t, cx)).await?,
+            Operation::InputSchema => {
+                Canonical::empty().with_schema(Box::pin(self.schema_for(t, cx)).await?)
+            }
+            Operation::Describe => Box::pin(self.describe(t, req.prefix, base_url, cx)).await?,
         };
         let mut out = out.with_request(request);
         if let (Some(price), Some(task_id)) = (&t.price, out.task_id()) {
@@ -629,9 +635,8 @@ impl Engine {
         body: Option<Bytes>,
         span: Span,
     ) -> Result<crate::upstream::Answer, UpstreamError> {
-        let answer = self
-            .client
-            .call(&t.upstream, header, body)
+        // Boxed, as every large future the engine awaits deep down: see `handle`.
+        let answer = Box::pin(self.client.call(&t.upstream, header, body))
             .instrument(span.clone())
             .await;
         match &answer {

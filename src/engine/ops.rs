@@ -147,7 +147,10 @@ impl Engine {
         translation::created_patch(&mut patch, back_op);
         translation::default_upstream_id(&mut patch, &stored.task.id);
         let mut stored = self.apply(t, stored, patch, cx).await?;
-        stored = self.pay_for(t, stored, cx).await?;
+        if t.payment.is_some() {
+            // Boxed, and only where a rail is: its future is large (see `handle`).
+            stored = Box::pin(self.pay_for(t, stored, cx)).await?;
+        }
         if !stored.task.status.is_terminal() {
             if let Some(w) = self.watcher.get().and_then(std::sync::Weak::upgrade) {
                 w.watch(&stored.task.id, t);
@@ -747,7 +750,13 @@ impl Engine {
             Err(e) => return Err(e),
         };
         let stored = self.apply(t, stored, patch, cx).await?;
-        let stored = self.follow_payment(t, stored, cx).await?;
+        // Boxed, and only for a task bought on a rail: its future is large (see `handle`), and
+        // most routes have no rail.
+        let stored = if super::pay::follows(t, &stored) {
+            Box::pin(self.follow_payment(t, stored, cx)).await?
+        } else {
+            stored
+        };
         gate.last = Some(started);
         drop(gate);
         if stored.task.status.is_terminal() {

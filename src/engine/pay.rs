@@ -19,6 +19,12 @@ const AWAITING_PAYMENT: &str = "awaiting_payment";
 /// Why a task failed for its payment.
 const PAYMENT: &str = "payment";
 
+/// Whether a refresh of `stored` has a payment to follow: its route has a payment service and
+/// the task a job to pay for.
+pub(super) fn follows(t: &Translated, stored: &Stored) -> bool {
+    t.payment.is_some() && stored.task.payment.is_some()
+}
+
 impl Engine {
     /// After the back's create answer: on a route with a payment service, buys the job the
     /// answer asks to be paid for, unless the back mapping's `before_payment` checks fail. The
@@ -67,12 +73,9 @@ impl Engine {
         stored: Stored,
         cx: &mut Cx<'_>,
     ) -> Result<Stored, ProxyError> {
-        let Some(service) = &t.payment else {
+        let (Some(service), true) = (&t.payment, follows(t, &stored)) else {
             return Ok(stored);
         };
-        if stored.task.payment.is_none() {
-            return Ok(stored);
-        }
         let payer = Payer {
             client: &self.client,
             service,

@@ -152,7 +152,9 @@ impl Watcher {
                     let me = self.clone();
                     let span = trace::watch(&id);
                     tokio::spawn(async move {
-                        let next = me.check(&id).instrument(span).await;
+                        // Boxed: the task spawned holds a pointer, not the check's large
+                        // future, copied into the task at each spawn.
+                        let next = Box::pin(me.check(&id)).instrument(span).await;
                         me.reschedule(id, next);
                         drop(permit);
                     });

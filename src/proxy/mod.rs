@@ -166,12 +166,22 @@ impl ProxyHttp for Proxy {
             return Ok(false);
         };
         let (t, prefix, limit) = (t.clone(), route.matcher.path_prefix.clone(), route.max_body);
-        // The engine's spans (store, agent calls) find the request's as the current span.
+        // The engine's spans (store, agent calls) find the request's as the current span. Boxed:
+        // this phase's future would otherwise hold the engine's inline, and every request,
+        // passthrough too, pay for allocating and copying it (bench/README.md, "Where the CPU
+        // went").
         let span = ctx.span.clone();
-        translate::serve(&self.state, &t, session, ctx, &prefix, limit)
-            .instrument(span)
-            .await
-            .map_err(ProxyError::into_pingora)?;
+        Box::pin(translate::serve(
+            &self.state,
+            &t,
+            session,
+            ctx,
+            &prefix,
+            limit,
+        ))
+        .instrument(span)
+        .await
+        .map_err(ProxyError::into_pingora)?;
         Ok(true)
     }
 

@@ -103,9 +103,10 @@ impl Client {
         request: RequestHeader,
         body: Option<Bytes>,
     ) -> Result<(u16, Vec<(String, String)>, Bytes), (Box<pingora::Error>, bool)> {
-        let (mut session, reused) = self
-            .connector
-            .get_http_session(peer)
+        // Boxed: pingora's connect (TCP, then TLS) is a future of ≈ 9 KB, which every future
+        // awaiting this one would otherwise carry inline, and copy at each move, even when a
+        // pooled connection makes it return at once (bench/README.md, "Where the CPU went").
+        let (mut session, reused) = Box::pin(self.connector.get_http_session(peer))
             .await
             .map_err(|e| (e, false))?;
         // A pooled session keeps no timeouts of its own: each exchange sets the peer's.

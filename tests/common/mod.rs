@@ -156,6 +156,24 @@ impl Upstream {
         .await
     }
 
+    /// An upstream that reads each request's body whole, then answers it back. (One that
+    /// answers while it reads, as [`Upstream::echo_body`] does, can stall a body larger than the
+    /// sockets' buffers: pingora 0.9 does not read an answer while a piece of the request is being
+    /// written; see README, "Troubleshooting".)
+    pub async fn echo_whole_body() -> Upstream {
+        Upstream::start(|req: Request<Incoming>| async move {
+            let body = match req.into_body().collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(_) => return text(400, "body"),
+            };
+            Response::builder()
+                .status(200)
+                .body(full(body))
+                .expect("response")
+        })
+        .await
+    }
+
     /// An upstream that answers each request `200 body` only once `release` is notified (one
     /// notification per request).
     pub async fn held(release: Arc<tokio::sync::Notify>, body: &'static str) -> Upstream {

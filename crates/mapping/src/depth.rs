@@ -3,7 +3,7 @@
 //! serde_json reads at most [`DECODABLE`] levels of arrays and objects (its recursion limit,
 //! which keeps a hostile document from overflowing the stack) and writes any depth. A task
 //! written deeper than that is stored but can never be read back: every read of it fails. So
-//! the store measures every document before writing it ([`nesting`], on the encoded text), the
+//! the store measures every document as it encodes it ([`readable_json`]), the
 //! fronts refuse a body deeper than the route's `max_json_depth`, and that setting is capped
 //! at [`MAX_JSON_DEPTH`], which leaves room for the levels the task document puts around what
 //! a client sent.
@@ -34,24 +34,75 @@ const ENVELOPE: usize = 4;
 const _: () = assert!(DEFAULT_JSON_DEPTH <= MAX_JSON_DEPTH);
 const _: () = assert!(MAX_JSON_DEPTH + ENVELOPE < DECODABLE);
 
-/// `Ok` when `doc` (JSON text about to be stored) can be decoded again;
-/// [`TooDeep`] when it nests too deep for that.
-pub fn readable(doc: &str) -> Result<(), TooDeep> {
-    // Every write passes here. Counting brackets is one vectorised pass (1 µs for a 2 KB task,
-    // against 4–6 µs for `nesting`), and a document with no more of them than the limit cannot
-    // nest deeper than it.
-    let brackets = doc.bytes().filter(|&b| b == b'[' || b == b'{').count();
-    if brackets <= DECODABLE {
-        return Ok(());
-    }
-    let depth = nesting(doc.as_bytes());
-    if depth > DECODABLE {
+/// Why a value could not be written as a document.
+#[derive(Debug, thiserror::Error)]
+pub enum Unwritable {
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    TooDeep(#[from] TooDeep),
+}
+
+/// `value` as compact JSON text (exactly `serde_json::to_string`'s), or [`TooDeep`] when it
+/// nests too deep to be decoded again. Every write to the store passes here: the depth is
+/// measured while the text is written, not by a second pass over it.
+pub fn readable_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, Unwritable> {
+    let mut out = Vec::with_capacity(1024);
+    let mut measured = Measured::default();
+    value.serialize(&mut serde_json::Serializer::with_formatter(
+        &mut out,
+        &mut measured,
+    ))?;
+    if measured.deepest > DECODABLE {
         return Err(TooDeep {
-            depth,
+            depth: measured.deepest,
             limit: DECODABLE,
-        });
+        }
+        .into());
     }
-    Ok(())
+    // serde_json writes UTF-8 only; a failure here would be its bug, reported, not a panic.
+    String::from_utf8(out).map_err(|e| serde_json::Error::io(std::io::Error::other(e)).into())
+}
+
+/// serde_json's compact formatter (every method left at its default), counting the arrays and
+/// objects open.
+#[derive(Default)]
+struct Measured {
+    depth: usize,
+    deepest: usize,
+}
+
+impl Measured {
+    fn open(&mut self) {
+        self.depth += 1;
+        self.deepest = self.deepest.max(self.depth);
+    }
+
+    fn close(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
+    }
+}
+
+impl serde_json::ser::Formatter for &mut Measured {
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.open();
+        w.write_all(b"[")
+    }
+
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.close();
+        w.write_all(b"]")
+    }
+
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.open();
+        w.write_all(b"{")
+    }
+
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.close();
+        w.write_all(b"}")
+    }
 }
 
 /// How deep `json` nests: the most arrays and objects open at once (`{}` is 1, `[{"a":[]}]` is
@@ -103,18 +154,43 @@ mod tests {
         assert_eq!(nesting(b"]]]{"), 1);
     }
 
+    fn value(levels: usize) -> serde_json::Value {
+        serde_json::from_str(&nested(levels)).unwrap()
+    }
+
     #[test]
-    fn many_brackets_are_not_depth() {
-        let wide = format!("[{}]", vec!["{}"; 300].join(","));
-        assert_eq!(readable(&wide), Ok(()));
+    fn documents_are_written_as_serde_json_writes_them_and_many_brackets_are_not_depth() {
+        let wide: serde_json::Value =
+            serde_json::from_str(&format!("[{}]", vec!["{\"a\":[1]}"; 300].join(","))).unwrap();
         assert_eq!(
-            readable(&nested(DECODABLE + 1)),
-            Err(TooDeep {
-                depth: DECODABLE + 1,
-                limit: DECODABLE
-            })
+            readable_json(&wide).unwrap(),
+            serde_json::to_string(&wide).unwrap()
         );
-        assert_eq!(readable(&nested(DECODABLE)), Ok(()));
+        let odd = serde_json::json!({"s": "[[{{\"\\", "n": [1.5, null, true, {"é": []}]});
+        assert_eq!(
+            readable_json(&odd).unwrap(),
+            serde_json::to_string(&odd).unwrap()
+        );
+        assert_eq!(readable_json(&value(DECODABLE)).unwrap(), nested(DECODABLE));
+    }
+
+    #[test]
+    fn a_document_too_deep_to_read_back_is_not_written() {
+        // Deeper than serde_json reads, built without parsing.
+        let mut deep = serde_json::json!([]);
+        for _ in 0..DECODABLE {
+            deep = serde_json::json!([deep]);
+        }
+        match readable_json(&deep) {
+            Err(Unwritable::TooDeep(e)) => assert_eq!(
+                e,
+                TooDeep {
+                    depth: DECODABLE + 1,
+                    limit: DECODABLE
+                }
+            ),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

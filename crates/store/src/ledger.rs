@@ -302,6 +302,24 @@ pub fn settle(c: &Connection, task: &str, s: &Settlement) -> Result<Settled, Sto
 }
 
 /// A ledger row's columns, in the order [`ledger_row`] reads them.
+/// The kinds of row that belong to a task, each with a unique key on `task_id` (v1's
+/// `ledger_*_once`), through which a task's rows are read ([`task_rows_sql`]). A new kind with
+/// a task needs its key and its place here (`reports::tests` checks that each is read by its
+/// key).
+pub(crate) const TASK_KINDS: [&str; 3] = ["hold", "capture", "release"];
+
+/// A task's rows in the order written: one arm per kind of [`TASK_KINDS`], each read by that
+/// kind's unique key. `param` is the backend's placeholder for the task id (`?1`, `$1`).
+pub(crate) fn task_rows_sql(param: &str) -> String {
+    let arms: Vec<String> = TASK_KINDS
+        .iter()
+        .map(|k| {
+            format!("SELECT {LEDGER_COLUMNS} FROM ledger WHERE task_id = {param} AND kind = '{k}'")
+        })
+        .collect();
+    format!("{} ORDER BY seq", arms.join(" UNION ALL "))
+}
+
 pub(crate) const LEDGER_COLUMNS: &str =
     "seq, at, plan, subject, kind, amount, from_hold, task_id, step_id, note";
 

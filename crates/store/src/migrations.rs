@@ -12,7 +12,9 @@
 //! that a conversation's lookup reads instead of the document; v3 leases and refresh claims
 //! (several instances on one store); v4 PostgreSQL's settlement functions (nothing on SQLite,
 //! whose writer runs the same plan in Rust); v5 the ledger's indexes by task and by kind and
-//! time (the operator's console: a task's rows, the spend per route and day).
+//! time (the operator's console: a task's rows, the spend per route and day); v6 those two
+//! replaced by one on the captures' time alone (every create writes three ledger rows, and
+//! each index cost each row an insert: bench/README.md, "Where the CPU went").
 
 use rusqlite::Connection;
 
@@ -46,7 +48,8 @@ fn migration(backend: Backend, n: u32) -> String {
         (3, _) => V3,
         (4, Backend::Sqlite) => "",
         (4, Backend::Postgres) => V4_POSTGRES,
-        (_, _) => V5,
+        (5, _) => V5,
+        (_, _) => V6,
     };
     let types: [(&str, &str); 5] = match backend {
         Backend::Sqlite => [
@@ -189,8 +192,20 @@ CREATE INDEX ledger_by_task ON ledger (task_id, seq) WHERE task_id IS NOT NULL;
 CREATE INDEX ledger_by_kind ON ledger (kind, at);
 ";
 
+/// v6: the ledger keeps one index for the console instead of two. A task's rows are read
+/// through the unique keys each kind a task's rows have already carries (`ledger_hold_once`,
+/// `ledger_capture_once`, `ledger_release_once`: [`crate::ledger::TASK_KINDS`]), so the index
+/// by task goes; the spend per day reads captures only, so the index by kind and time becomes
+/// one on the captures' time. A hold and a release no longer touch any index of v5, a capture
+/// one instead of two.
+const V6: &str = "
+DROP INDEX IF EXISTS ledger_by_task;
+DROP INDEX IF EXISTS ledger_by_kind;
+CREATE INDEX ledger_captures_by_time ON ledger (at) WHERE kind = 'capture';
+";
+
 /// The newest version this build knows (the same for both backends).
-pub const SUPPORTED: u32 = 5;
+pub const SUPPORTED: u32 = 6;
 
 /// What to do at `found`: `Ok(None)` nothing, `Ok(Some(from))` apply after `from`.
 pub(crate) fn judge(found: u32, mode: Migrations) -> Result<Option<u32>, StoreError> {

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::store::{backend, StoreError};
+use mapping::depth::Unwritable;
 use mapping::task::time::format_rfc3339_offset;
 
 /// Where a purchase stands, as interlingua follows it.
@@ -93,9 +94,10 @@ pub(crate) struct Record {
 impl Record {
     /// The record of `p`; [`StoreError::TooDeep`] if it could not be read back.
     pub(crate) fn new(p: &Purchase) -> Result<Record, StoreError> {
-        let doc = serde_json::to_string(p)
-            .map_err(|e| StoreError::Backend(format!("encoding purchase: {e}")))?;
-        mapping::depth::readable(&doc)?;
+        let doc = mapping::depth::readable_json(p).map_err(|e| match e {
+            Unwritable::TooDeep(deep) => deep.into(),
+            Unwritable::Json(e) => StoreError::Backend(format!("encoding purchase: {e}")),
+        })?;
         Ok(Record {
             created_at: format_rfc3339_offset(p.created_at),
             updated_at: format_rfc3339_offset(p.updated_at),

@@ -7,7 +7,7 @@ use rusqlite::{params, Connection, ToSql};
 
 use super::store::{backend, StoreError};
 use crate::credits::{AccountQuery, AccountSummary, Balance, DaySpend, LedgerRow};
-use crate::ledger::{ledger_row, LEDGER_COLUMNS};
+use crate::ledger::{ledger_row, task_rows_sql};
 
 /// The `WHERE` clause of an accounts list (over `accounts a`) and its text parameters: accounts
 /// with at least one ledger row, then only the filters the query has (so that a plan's filter
@@ -133,26 +133,24 @@ pub(super) fn accounts(
 
 /// A task's ledger rows, in the order they were written.
 ///
-/// `EXPLAIN QUERY PLAN` on a v5 store: `SEARCH ledger USING INDEX ledger_by_task (task_id=?)`,
-/// already in `seq` order (no sort).
+/// `EXPLAIN QUERY PLAN` on a v6 store: one `SEARCH ledger USING INDEX ledger_<kind>_once
+/// (task_id=?)` per kind a task's rows have, then a sort of those few rows by `seq`.
 pub(super) fn of_task(c: &Connection, task_id: &str) -> Result<Vec<LedgerRow>, StoreError> {
-    c.prepare_cached(&format!(
-        "SELECT {LEDGER_COLUMNS} FROM ledger WHERE task_id = ?1 ORDER BY seq"
-    ))
-    .and_then(|mut s| {
-        s.query_map([task_id], ledger_row)?
-            .collect::<rusqlite::Result<Vec<_>>>()
-    })
-    .map_err(backend)
+    c.prepare_cached(&task_rows_sql("?1"))
+        .and_then(|mut s| {
+            s.query_map([task_id], ledger_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .map_err(backend)
 }
 
 /// The spend per route and day, from `?1` on.
 ///
-/// `EXPLAIN QUERY PLAN` on a v5 store (150,000 ledger rows, 50,000 tasks; the same after
-/// `ANALYZE`):
+/// `EXPLAIN QUERY PLAN` on a v6 store (the same on v5's index by kind and time, measured with
+/// 150,000 ledger rows and 50,000 tasks, and after `ANALYZE`):
 ///
 /// ```text
-/// SEARCH l USING INDEX ledger_by_kind (kind=? AND at>?)
+/// SEARCH l USING INDEX ledger_captures_by_time (at>?)
 /// SEARCH t USING INDEX sqlite_autoindex_tasks_1 (id=?)
 /// USE TEMP B-TREE FOR GROUP BY
 /// ```
@@ -200,27 +198,25 @@ mod tests {
     }
 
     #[test]
-    fn spend_reads_the_ranges_captures_by_the_kind_index() {
+    fn spend_reads_the_ranges_captures_by_the_captures_index() {
         let plan = plan(super::SPEND_SQLITE, &[&"2025-03-01"]);
         assert!(
-            plan.contains("USING INDEX ledger_by_kind (kind=? AND at>?)"),
+            plan.contains("USING INDEX ledger_captures_by_time (at>?)"),
             "{plan}"
         );
         assert!(!plan.contains("SCAN"), "{plan}");
     }
 
     #[test]
-    fn a_tasks_rows_are_read_by_the_task_index_in_order() {
-        let sql = format!(
-            "SELECT {} FROM ledger WHERE task_id = ?1 ORDER BY seq",
-            crate::ledger::LEDGER_COLUMNS
-        );
-        let plan = plan(&sql, &[&"t"]);
-        assert!(
-            plan.contains("USING INDEX ledger_by_task (task_id=?)"),
-            "{plan}"
-        );
-        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+    fn a_tasks_rows_are_read_by_each_kinds_unique_key() {
+        let plan = plan(&crate::ledger::task_rows_sql("?1"), &[&"t"]);
+        for kind in crate::ledger::TASK_KINDS {
+            assert!(
+                plan.contains(&format!("USING INDEX ledger_{kind}_once (task_id=?)")),
+                "{kind}: {plan}"
+            );
+        }
+        assert!(!plan.contains("SCAN"), "{plan}");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
 use super::store::{backend, StoreError, Stored, TaskQuery, Unfinished};
+use mapping::depth::Unwritable;
 use mapping::task::model::{Status, Task};
 use mapping::task::time::format_rfc3339_offset;
 
@@ -30,9 +31,10 @@ impl Row {
     /// ([`StoreError::TooDeep`]) could not be decoded again: nothing is written that cannot be
     /// read back.
     pub(super) fn new(task: &Task) -> Result<Row, StoreError> {
-        let doc = serde_json::to_string(task)
-            .map_err(|e| StoreError::Backend(format!("encoding task: {e}")))?;
-        mapping::depth::readable(&doc)?;
+        let doc = mapping::depth::readable_json(task).map_err(|e| match e {
+            Unwritable::TooDeep(deep) => deep.into(),
+            Unwritable::Json(e) => StoreError::Backend(format!("encoding task: {e}")),
+        })?;
         Ok(Row {
             id: task.id.clone(),
             route: task.route.clone(),

@@ -147,7 +147,7 @@ both!(
     accounts_are_listed_with_their_balances_filtered_and_paged,
     the_ledger_of_a_task_is_its_own_rows_in_the_order_written,
     spend_by_day_sums_captures_per_route_and_day_from_the_day_given,
-    a_store_at_v4_upgrades_to_v5_with_the_ledgers_indexes,
+    a_store_at_v4_upgrades_to_v6_with_the_ledgers_index,
 );
 
 async fn insert_get_update_with_versions(db: Db) {
@@ -1016,30 +1016,31 @@ async fn spend_by_day_sums_captures_per_route_and_day_from_the_day_given(db: Db)
     }
 }
 
-/// A store migrated by the build before (v4) gets v5's indexes, its rows as they were.
-async fn a_store_at_v4_upgrades_to_v5_with_the_ledgers_indexes(db: Db) {
+/// A store migrated by a build before (v4) gets v5's indexes, then v6's one in their place, its
+/// rows as they were.
+async fn a_store_at_v4_upgrades_to_v6_with_the_ledgers_index(db: Db) {
     let (store, ann, task) = held(&db, 10, 4).await;
     drop(store);
-    let (to_v4, indexes) = match db {
+    let (to_v4, count) = match db {
         Db::Sqlite(_) => (
             "PRAGMA user_version = 4",
-            "SELECT COUNT(*) FROM sqlite_master
-             WHERE type = 'index' AND name IN ('ledger_by_task', 'ledger_by_kind')",
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name IN",
         ),
         Db::Postgres(_) => (
-            "DELETE FROM schema_migrations WHERE version = 5",
-            "SELECT COUNT(*) FROM pg_indexes
-             WHERE tablename = 'ledger' AND indexname IN ('ledger_by_task', 'ledger_by_kind')",
+            "DELETE FROM schema_migrations WHERE version >= 5",
+            "SELECT COUNT(*) FROM pg_indexes WHERE tablename = 'ledger' AND indexname IN",
         ),
     };
-    db.execute(&format!(
-        "DROP INDEX ledger_by_task; DROP INDEX ledger_by_kind; {to_v4}"
-    ))
-    .await;
-    assert_eq!(db.number(indexes).await, 0);
+    let (v5, v6) = (
+        format!("{count} ('ledger_by_task', 'ledger_by_kind')"),
+        format!("{count} ('ledger_captures_by_time')"),
+    );
+    db.execute(&format!("DROP INDEX ledger_captures_by_time; {to_v4}"))
+        .await;
+    assert_eq!((db.number(&v5).await, db.number(&v6).await), (0, 0));
     let migrated = store::migrate(&db.location()).await.unwrap();
-    assert_eq!((migrated.from, migrated.to), (4, 5));
-    assert_eq!(db.number(indexes).await, 2);
+    assert_eq!((migrated.from, migrated.to), (4, 6));
+    assert_eq!((db.number(&v5).await, db.number(&v6).await), (0, 1));
     let store = db.store().await;
     let kinds: Vec<_> = store
         .ledger_of_task(&task.id)

@@ -28,7 +28,7 @@ async fn a_store_made_by_the_release_before_opens_and_upgrades() {
     assert_eq!(user_version(dir.path()), 0);
     let store = SqliteStore::open(dir.path()).unwrap();
     assert_eq!(user_version(dir.path()), SUPPORTED);
-    assert_eq!(SUPPORTED, 5);
+    assert_eq!(SUPPORTED, 6);
     let a = store.get("task-a").await.unwrap().unwrap();
     assert_eq!(
         (a.version, a.task.conversation.as_deref()),
@@ -84,7 +84,7 @@ async fn a_store_made_by_the_release_before_opens_and_upgrades() {
             ("task-c".into(), false, None)
         ]
     );
-    // Through v5's indexes: the task's rows, and its route's spend on the fixture's day.
+    // Through v6's keys and index: the task's rows, and its route's spend on the fixture's day.
     let rows: Vec<_> = store
         .ledger_of_task("task-a")
         .await

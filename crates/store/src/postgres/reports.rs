@@ -9,7 +9,7 @@ use tokio_postgres::types::ToSql;
 use super::ledger::ledger_row;
 use super::Fail;
 use crate::credits::{AccountQuery, AccountSummary, Balance, DaySpend, LedgerRow};
-use crate::ledger::LEDGER_COLUMNS;
+use crate::ledger::task_rows_sql;
 use crate::reports::{account_filter, limit_of, offset_of};
 
 /// A page of the accounts with ledger rows, by plan then subject, and how many match in all
@@ -61,11 +61,7 @@ pub(super) async fn accounts(
 
 /// A task's ledger rows, in the order they were written.
 pub(super) async fn of_task(c: &impl GenericClient, task_id: &str) -> Result<Vec<LedgerRow>, Fail> {
-    let stmt = c
-        .prepare_cached(&format!(
-            "SELECT {LEDGER_COLUMNS} FROM ledger WHERE task_id = $1 ORDER BY seq"
-        ))
-        .await?;
+    let stmt = c.prepare_cached(&task_rows_sql("$1")).await?;
     let rows = c.query(&stmt, &[&task_id]).await?;
     Ok(rows.iter().map(ledger_row).collect::<Result<_, _>>()?)
 }
