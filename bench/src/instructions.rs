@@ -243,7 +243,8 @@ fn totals(dump: &Path) -> Result<u64, String> {
     let text = std::fs::read_to_string(dump).map_err(|e| format!("{}: {e}", dump.display()))?;
     text.lines()
         .find_map(|l| l.strip_prefix("totals:"))
-        .and_then(|v| v.trim().parse().ok())
+        // Instructions (`Ir`) come first, whatever other events a run counts besides.
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .ok_or_else(|| format!("{}: no totals line", dump.display()))
 }
 
