@@ -2,16 +2,18 @@
 //! its route's `input_timeout` ends (cancelled, `expired`, its hold released); a client that
 //! blocks on a task past `sync_timeout` gets the task to poll (A2A) or a 504 naming it (chat),
 //! while the task goes on and settles; and many clients polling one task within `min_refresh`
-//! cost the agent one call.
+//! cost the agent one call, and polls that wait behind a refresh one call per wave.
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::money::{paid_config, paid_route, Admin};
 use common::secrets::token;
 use common::wait::eventually;
-use common::{client, config, sample_agent, sample_agent_on, status_and_json, Proxy};
+use common::{client, config, sample_agent, sample_agent_on, status_and_json, Proxy, Upstream};
 use samples::Clock;
 use serde_json::{json, Value};
 
@@ -312,4 +314,111 @@ async fn polls_of_one_task_within_min_refresh_make_one_call_to_the_agent() {
         poll("/e", job.clone()).await;
     }
     assert_eq!(status_calls(), 1 + 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polls_waiting_behind_a_refresh_take_the_next_one_not_a_call_each() {
+    // The agent holds its first status answer until every poll below waits behind it.
+    let release = Arc::new(tokio::sync::Notify::new());
+    let hold = Arc::new(AtomicBool::new(true));
+    let agent = Upstream::start({
+        let (release, hold) = (release.clone(), hold.clone());
+        move |req| {
+            let (release, hold) = (release.clone(), hold.clone());
+            async move {
+                let path = req.uri().path().to_string();
+                if path == "/status" && hold.swap(false, Ordering::SeqCst) {
+                    release.notified().await;
+                }
+                common::forever_running(&path)
+            }
+        }
+    })
+    .await;
+    // Every poll asks the agent (`min_refresh` 0s); the watcher's first look is an hour away.
+    let proxy = Proxy::start(&config(
+        "",
+        &format!(
+            "[[upstreams]]\nname = \"up\"\naddress = \"{}\"\n\n\
+             [[routes]]\nname = \"each\"\nmatch = {{ path_prefix = \"/e\" }}\nupstream = \"up\"\n\
+             front = \"mip003\"\nback = \"mip003\"\nmin_refresh = \"0s\"\n\
+             poll_interval = \"1h\"\npoll_max_interval = \"1h\"\n",
+            agent.addr
+        ),
+    ));
+    let http = client();
+    let resp = http
+        .post(proxy.url("/e/start_job"))
+        .json(
+            &json!({"identifier_from_purchaser": "aabbccddeeff0011", "input_data": {"text": "x"}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = status_and_json(resp).await;
+    assert_eq!(status, 200, "{body}");
+    let url = proxy.url(&format!(
+        "/e/status?job_id={}",
+        body["job_id"].as_str().unwrap()
+    ));
+    let poll = || {
+        let (http, url) = (http.clone(), url.clone());
+        tokio::spawn(async move {
+            let (status, body) = status_and_json(http.get(url).send().await.unwrap()).await;
+            assert_eq!(
+                (status, body["status"].as_str()),
+                (200, Some("running")),
+                "{body}"
+            );
+        })
+    };
+    let status_calls = || {
+        agent
+            .seen()
+            .iter()
+            .filter(|s| s.target.starts_with("/status"))
+            .count()
+    };
+
+    // The first poll's refresh reaches the agent and is held there; nine more arrive meanwhile.
+    let first = poll();
+    eventually("the first poll to reach the agent", || async {
+        if status_calls() == 1 {
+            Ok(())
+        } else {
+            Err(status_calls())
+        }
+    })
+    .await;
+    let rest: Vec<_> = (0..9).map(|_| poll()).collect();
+    let metrics = proxy.admin_url("/metrics");
+    eventually("ten polls in flight", || async {
+        let text = client()
+            .get(&metrics)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("interlingua_requests_in_flight "))
+            .unwrap_or("")
+            .to_string();
+        if line.ends_with(" 10") {
+            Ok(())
+        } else {
+            Err(line)
+        }
+    })
+    .await;
+    release.notify_one();
+    first.await.unwrap();
+    for p in rest {
+        p.await.unwrap();
+    }
+    // The nine arrived after the held refresh began: the first of them to pass the gate asks
+    // again; that refresh began after the other eight arrived, and they take it.
+    assert_eq!(status_calls(), 2, "ten polls, two waves: two calls");
 }

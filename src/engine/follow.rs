@@ -7,7 +7,8 @@
 //! route's `poll_max_interval`. And many clients polling one task must not each cost the agent a
 //! call: refreshes of a task are made one at a time, and one made within the freshness the caller
 //! asks for (a route's `min_refresh` for a client's poll, the follow interval for a waiting
-//! client) is taken from the store instead of asking the agent again.
+//! client), or begun after the caller arrived, is taken from the store instead of asking the
+//! agent again.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,6 +68,12 @@ pub fn is_fresh(last: Option<Instant>, fresh: Duration) -> bool {
     last.is_some_and(|at| at.elapsed() < fresh)
 }
 
+/// Whether the last refresh began at or after `arrived`, when a caller asked: its answer is as
+/// new as one the caller would get by asking itself.
+pub fn began_since(last: Option<Instant>, arrived: Instant) -> bool {
+    last.is_some_and(|at| at >= arrived)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +113,16 @@ mod tests {
             refreshes.gate("t").lock().await.last,
             Duration::from_secs(1)
         ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refresh_begun_after_a_caller_arrived_is_as_new_as_its_own() {
+        let arrived = Instant::now();
+        assert!(!began_since(None, arrived));
+        tokio::time::advance(Duration::from_millis(5)).await;
+        assert!(began_since(Some(Instant::now()), arrived));
+        assert!(began_since(Some(arrived), arrived));
+        let before = arrived - Duration::from_millis(1);
+        assert!(!began_since(Some(before), arrived));
     }
 }

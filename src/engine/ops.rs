@@ -665,8 +665,11 @@ impl Engine {
 
     /// [`Engine::refresh`], accepting a refresh made within `fresh` instead of asking the back.
     /// Refreshes of one task are made one at a time: a caller that waited for another's finds
-    /// it fresh and reads what it stored. Across instances, one that another instance began
-    /// within `fresh` counts too (what it stored is read; its answer may still be on the way).
+    /// it fresh and reads what it stored, and so does one whose wait ended behind a refresh that
+    /// began after it arrived, whatever `fresh` is (that answer is as new as the caller's own
+    /// would be: concurrent polls of one task cost one call per wave, not one each, even at
+    /// `min_refresh = "0s"`). Across instances, one that another instance began within `fresh`
+    /// counts too (what it stored is read; its answer may still be on the way).
     pub(super) async fn refresh_within(
         &self,
         t: &Translated,
@@ -682,6 +685,7 @@ impl Engine {
         {
             return Ok(stored);
         }
+        let arrived = tokio::time::Instant::now();
         let gate = self.refreshes.gate(&stored.task.id);
         let mut gate = gate.lock().await;
         // Fresh from this instance's own refresh, or from another instance's (several instances
@@ -700,7 +704,10 @@ impl Engine {
                     Ok(true) | Err(_)
                 )
         };
-        if super::follow::is_fresh(gate.last, fresh) || fresh_elsewhere().await {
+        if super::follow::is_fresh(gate.last, fresh)
+            || super::follow::began_since(gate.last, arrived)
+            || fresh_elsewhere().await
+        {
             drop(gate);
             return Ok(
                 match self
