@@ -102,8 +102,8 @@ pub struct Targets<'a> {
     pub full_create_all_cpus: Option<(&'a Running, u32)>,
     pub rev_create: &'a Running,
     pub token: &'a str,
-    /// The polled task's path on `full_get`.
-    pub full_get_path: &'a str,
+    /// The running tasks full get_task polls in turn.
+    pub full_get_paths: &'a [String],
 }
 
 impl Targets<'_> {
@@ -196,7 +196,9 @@ pub fn connections(t: &Targets) -> Curve {
         "/api/v1/agents/{DID}/tasks/{}",
         crate::canned::STATIC_TASK
     ));
-    let full = Load::get(t.full_get_path).bearer(t.token);
+    let full = Load::get("")
+        .rotating(t.full_get_paths.to_vec())
+        .bearer(t.token);
     for &c in &t.plan.connections {
         if !t.clock.fits(t.point() * 4) {
             notes.push(format!("{c} connections and more: skipped (time budget)"));

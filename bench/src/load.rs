@@ -52,6 +52,9 @@ pub struct Load {
     /// When set, `path` is a prefix and each request appends a random number below `.0`,
     /// zero-padded to `.1` digits (random stored tasks).
     pub random_suffix: Option<(u64, usize)>,
+    /// When not empty, the closed loop's requests go to these paths in turn (`path` is the
+    /// first; the open loop and the harness's own checks use it alone).
+    pub paths: Vec<String>,
 }
 
 impl Load {
@@ -62,7 +65,17 @@ impl Load {
             headers: Vec::new(),
             body: Body::None,
             random_suffix: None,
+            paths: Vec::new(),
         }
+    }
+
+    /// The same request to each of `paths` in turn (see [`Load::paths`]).
+    pub fn rotating(mut self, paths: Vec<String>) -> Load {
+        if let Some(first) = paths.first() {
+            self.path = first.clone();
+        }
+        self.paths = paths;
+        self
     }
 
     pub fn post(path: impl Into<String>, body: Body) -> Load {
@@ -72,6 +85,7 @@ impl Load {
             headers: vec![("Content-Type".into(), "application/json".into())],
             body,
             random_suffix: None,
+            paths: Vec::new(),
         }
     }
 
@@ -179,6 +193,13 @@ pub fn wrk_script(load: &Load) -> String {
             "local prefix = {}\nmath.randomseed(os.time())\nrequest = function()\n  return wrk.format(nil, prefix .. string.format(\"%0{width}d\", math.random(0, {})))\nend\n",
             lua_string(&load.path),
             n.saturating_sub(1)
+        ));
+    }
+    if !load.paths.is_empty() {
+        let list: Vec<String> = load.paths.iter().map(|p| lua_string(p)).collect();
+        s.push_str(&format!(
+            "local paths = {{{}}}\nlocal turn = 0\nrequest = function()\n  turn = turn % #paths + 1\n  return wrk.format(nil, paths[turn])\nend\n",
+            list.join(", ")
         ));
     }
     s.push_str(
@@ -453,5 +474,15 @@ mod tests {
         assert!(s.contains("wrk.body = \"{\\\"a\\\":\\\"\" .. string.rep(\"x\", 10) .. \"\\\"}\""));
         assert!(s.contains("\"Bearer t\\\"k\""));
         assert_eq!(l.body.render().unwrap().len(), 10 + 8);
+    }
+
+    #[test]
+    fn a_rotating_load_sends_each_path_in_turn_and_checks_the_first() {
+        let l = Load::get("/unused").rotating(vec!["/t/a".into(), "/t/b".into()]);
+        assert_eq!(l.one().path, "/t/a");
+        let s = wrk_script(&l);
+        assert!(s.contains("local paths = {\"/t/a\", \"/t/b\"}"), "{s}");
+        assert!(s.contains("turn = turn % #paths + 1"), "{s}");
+        assert!(!wrk_script(&Load::get("/t/a")).contains("local paths"));
     }
 }

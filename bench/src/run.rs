@@ -113,6 +113,21 @@ pub fn start_polled_task(run: &Running, token: &str) -> Result<String, String> {
     Ok(format!("/api/v1/agents/{DID}/tasks/{id}"))
 }
 
+/// The running tasks each get_task contender polls in turn: as many as the saturation pass's
+/// connections, so that concurrent polls are of different tasks and each reaches the agent (64
+/// polls of one task would wait on its refresh gate and share its refreshes: that measures the
+/// coalescing, not the pipeline).
+const POLLED_TASKS: usize = 64;
+
+/// [`POLLED_TASKS`] tasks made by `start` (one of the two functions below); their paths.
+fn polled_paths(
+    start: fn(&Running, &str) -> Result<String, String>,
+    run: &Running,
+    token: &str,
+) -> Result<Vec<String>, String> {
+    (0..POLLED_TASKS).map(|_| start(run, token)).collect()
+}
+
 /// Creates a MIP-003 job that stays running on a reverse instance; returns its status path.
 fn start_polled_job(run: &Running, token: &str) -> Result<String, String> {
     let a = Request::post(
@@ -315,9 +330,9 @@ fn run_in(
     let pg_a = on_pg("pg-scale-a", &shared)?;
     let pg_b = on_pg("pg-scale-b", &shared)?;
     let token = env.token(&config)?;
-    let polled = start_polled_task(&full_get, &token)?;
-    let pg_polled = start_polled_task(&pg_get, &token)?;
-    let polled_job = start_polled_job(&rev_get, &token)?;
+    let polled_tasks = polled_paths(start_polled_task, &full_get, &token)?;
+    let pg_polled = polled_paths(start_polled_task, &pg_get, &token)?;
+    let polled_job = polled_paths(start_polled_job, &rev_get, &token)?;
     say(clock, &format!(
         "started: upstream {}, nginx {}, interlingua passthrough {}, full get {}, full create {}, reverse get {}, reverse create {}",
         upstream.addr, nginx.addr, pass.addr, full_get.addr, full_create.addr, rev_get.addr, rev_create.addr
@@ -365,7 +380,7 @@ fn run_in(
             "full_get",
             "full get_task NVM→MIP",
             &full_get,
-            Load::get(polled.clone()).bearer(&token),
+            Load::get("").rotating(polled_tasks.clone()).bearer(&token),
             false,
             false,
         ),
@@ -381,7 +396,7 @@ fn run_in(
             "rev_get",
             "full get_task MIP→NVM",
             &rev_get,
-            Load::get(polled_job).bearer(&token),
+            Load::get("").rotating(polled_job).bearer(&token),
             false,
             false,
         ),
@@ -397,7 +412,7 @@ fn run_in(
             "pg_get",
             "full get_task NVM→MIP, PostgreSQL",
             &pg_get,
-            Load::get(pg_polled).bearer(&token),
+            Load::get("").rotating(pg_polled).bearer(&token),
             false,
             false,
         ),
@@ -443,7 +458,7 @@ fn run_in(
         )?;
         let b_get = serve("base-full-get", nv(), true)?;
         let b_create = serve("base-full-create", nv(), true)?;
-        let b_polled = start_polled_task(&b_get, &token)?;
+        let b_polled = polled_paths(start_polled_task, &b_get, &token)?;
         let extra = [
             (
                 3,
@@ -463,7 +478,7 @@ fn run_in(
                     "base_full_get",
                     "baseline full get_task NVM→MIP",
                     &b_get,
-                    Load::get(b_polled).bearer(&token),
+                    Load::get("").rotating(b_polled).bearer(&token),
                     false,
                     false,
                 ),
@@ -575,7 +590,7 @@ fn run_in(
         full_create: &full_create,
         rev_create: &rev_create,
         token: &token,
-        full_get_path: &polled,
+        full_get_paths: &polled_tasks,
     };
     let mut curves: Vec<Curve> = Vec::new();
     type Measure = fn(&Targets) -> Curve;
