@@ -1,6 +1,6 @@
-//! The layering the README's source tree describes, checked: the crates below the proxy do not
-//! pull in its runtime, and the `interlingua` crate's top-level modules import each other
-//! without a circle.
+//! The layering the source tree in `docs/architecture.md` describes, checked: the crates below the
+//! proxy do not pull in its runtime, and the `interlingua` crate's top-level modules import each
+//! other without a circle.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -55,7 +55,7 @@ fn assert_free_of(package: &str, forbidden: &[&str]) {
         .collect();
     assert!(
         found.is_empty(),
-        "{package} depends on {found:?}: it must stay free of {forbidden:?} (see the README's source tree)"
+        "{package} depends on {found:?}: it must stay free of {forbidden:?} (see the source tree in docs/architecture.md)"
     );
 }
 

@@ -609,7 +609,7 @@ fn token_mint_signs_with_a_configured_key() {
 }
 
 #[test]
-fn the_readme_table_of_dialects_is_what_the_mapping_files_say() {
+fn the_tables_of_dialects_in_the_readme_and_the_docs_are_what_the_mapping_files_say() {
     let out = interlingua()
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["dialects", "--markdown"])
@@ -617,20 +617,22 @@ fn the_readme_table_of_dialects_is_what_the_mapping_files_say() {
         .unwrap();
     assert!(out.status.success());
     let generated = String::from_utf8(out.stdout).unwrap();
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let start = readme
-        .find("<!-- dialects table:")
-        .and_then(|i| readme[i..].find('\n').map(|j| i + j + 1))
-        .expect("the README marks its dialects table");
-    let end = readme
-        .find("<!-- end of the dialects table -->")
-        .expect("table end");
-    assert_eq!(
-        &readme[start..end],
-        generated,
-        "the README's dialects table is stale: replace it with `interlingua dialects --markdown`"
-    );
+    for page in ["README.md", "docs/dialects.md"] {
+        let text =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(page)).unwrap();
+        let start = text
+            .find("<!-- dialects table:")
+            .and_then(|i| text[i..].find('\n').map(|j| i + j + 1))
+            .unwrap_or_else(|| panic!("{page} marks its dialects table"));
+        let end = text
+            .find("<!-- end of the dialects table -->")
+            .unwrap_or_else(|| panic!("{page}: the dialects table's end"));
+        assert_eq!(
+            &text[start..end],
+            generated,
+            "{page}'s dialects table is stale: replace it with `interlingua dialects --markdown`"
+        );
+    }
 }
 
 #[test]

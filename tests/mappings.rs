@@ -1,6 +1,7 @@
-//! The mapping files read well, and the guide in `mappings/README.md` says what its files do: no
-//! line over 120 characters, no expression nesting more than three calls, every TOML block of the
-//! guide taken from its files (`tests/fixtures/guide/`), every command it shows printing what it
+//! The mapping files read well, and the guide in `docs/mapping-language.md` says what its files
+//! do: no line over 120 characters, no expression nesting more than three calls, every TOML block
+//! of the guide (the part of the page between its `<!-- the guide:` and `<!-- end of the guide -->`
+//! lines) taken from its files (`tests/fixtures/guide/`), every command it shows printing what it
 //! shows when run there.
 
 mod common;
@@ -129,9 +130,19 @@ fn no_expression_in_the_mappings_nests_more_than_three_calls() {
     assert!(deep.is_empty(), "\n{}", deep.join("\n"));
 }
 
-/// The fenced blocks of the guide with the given info string.
+/// The fenced blocks of the guide with the given info string: those between the page's
+/// `<!-- the guide:` and `<!-- end of the guide -->` lines (the reference below the guide shows
+/// keys in blocks of its own, which are examples, not files).
 fn guide_blocks(info: &str) -> Vec<String> {
-    let guide = std::fs::read_to_string(root().join("mappings/README.md")).unwrap();
+    let page = std::fs::read_to_string(root().join("docs/mapping-language.md")).unwrap();
+    let start = page
+        .find("\n<!-- the guide:")
+        .expect("docs/mapping-language.md marks where its guide starts");
+    let end = page[start..]
+        .find("\n<!-- end of the guide -->")
+        .map(|i| start + i)
+        .expect("docs/mapping-language.md marks where its guide ends");
+    let guide = &page[start..end];
     let mut blocks = Vec::new();
     let mut current: Option<String> = None;
     for line in guide.lines() {

@@ -10,7 +10,7 @@
 //!
 //! The libFuzzer binaries (`fuzz_targets/`) call these; `tests/corpus.rs` replays the committed
 //! corpus (`corpus/<target>/`) through them as ordinary tests. `fuzz/run` builds and runs the
-//! targets (see the README's "Fuzzing").
+//! targets (see `docs/architecture.md`, "Fuzzing").
 
 pub mod config;
 pub mod dialects;

@@ -356,7 +356,7 @@ impl Authenticator {
         v.validate_exp = true;
         v.validate_nbf = true;
         // jsonwebtoken checks iss and aud only when present (and of a type it reads): required
-        // here, as the README promises when they are configured.
+        // here, as docs/operating.md promises when they are configured.
         let mut required = vec!["exp"];
         match &self.settings.issuer {
             Some(iss) => {

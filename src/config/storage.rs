@@ -1,6 +1,6 @@
 //! `[store]`: where tasks and credits live. Absent, the embedded SQLite store in
 //! `server.data_dir` (one instance); with a `url`, PostgreSQL, shared by every instance that names
-//! it (README, "Running several instances").
+//! it (docs/operating.md, "Running several instances").
 
 use std::time::Duration;
 

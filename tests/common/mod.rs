@@ -159,7 +159,7 @@ impl Upstream {
     /// An upstream that reads each request's body whole, then answers it back. (One that
     /// answers while it reads, as [`Upstream::echo_body`] does, can stall a body larger than the
     /// sockets' buffers: pingora 0.9 does not read an answer while a piece of the request is being
-    /// written; see README, "Troubleshooting".)
+    /// written; see docs/operating.md, "Troubleshooting".)
     pub async fn echo_whole_body() -> Upstream {
         Upstream::start(|req: Request<Incoming>| async move {
             let body = match req.into_body().collect().await {
