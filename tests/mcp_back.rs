@@ -493,7 +493,7 @@ fn task_routes(port: u16, list: &[(&str, &str, &str)]) -> String {
             "mcp",
             front,
             "mcp",
-            // The SDK's Starlette mount serves at /mcp/ (MCP.md §12).
+            // The SDK's Starlette mount serves at /mcp/ (it redirects /mcp there with a 307).
             &format!(
                 "sync_timeout = \"10s\"\nvars.mcp = {{ tool = \"{tool}\", endpoint = \"/mcp/\" }}\n"
             ),

@@ -27,8 +27,8 @@ use serde_json::{json, Value};
 /// client polls every 500 ms), short enough for a quick test.
 const WORK: &str = "1.2";
 
-/// Where `mcp_server1.py` serves: its Starlette mount answers `/mcp` with a 307 to this (MCP.md
-/// §12), and it prints `PATH=/mcp/` to say so.
+/// Where `mcp_server1.py` serves: its Starlette mount answers `/mcp` with a 307 to this, and it
+/// prints `PATH=/mcp/` to say so.
 const SERVER1_PATH: &str = "/mcp/";
 
 /// Runs an MCP client script to its end (within [`DEADLINE`]; the script itself gives up after
@@ -285,7 +285,7 @@ fn sdk1_task_cancelled_once_refuses_a_second_cancel() {
     assert_eq!(out["result"], Value::Null, "{out}");
 }
 
-/// The upstream of interlingua's stateless-JSON case (MCP.md §12, B2): with `--json-response
+/// The upstream of interlingua's stateless-JSON case: with `--json-response
 /// --stateless` the initialize-era leg has no session and no stream, so a call still completes
 /// (without progress) but a tool that elicits cannot ask: -32600.
 #[test]

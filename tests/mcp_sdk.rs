@@ -1,5 +1,5 @@
 //! MCP against the real thing: the official MCP Python SDK as the client of interlingua's `mcp`
-//! face, in both lines MCP.md names, each in its own virtualenv (`tests/common/peers.rs`):
+//! face, in both of its lines (2.x and 1.x), each in its own virtualenv (`tests/common/peers.rs`):
 //!
 //! - mcp 2.3.0 `Client` (`tests/peers/mcp_client2.py`), in `legacy` mode and in its default
 //!   `auto` mode (which asks `server/discover` at 2026-07-28 first and falls back to

@@ -10,7 +10,9 @@ use super::validate::duration;
 use mapping::problem::Collector;
 
 /// The Masumi node writes `FundsOrDatumInvalid` this long after a `payByTime` that passed
-/// without a lock (PAYMENTS.md §2.7); a purchase still unlocked by then never will be.
+/// without a lock (its state rules: `src/utils/logic/state-transitions/transitions.md` in
+/// <https://github.com/masumi-network/masumi-payment-service/tree/aca38338>); a purchase still
+/// unlocked by then never will be.
 const DEFAULT_LOCK_GRACE: Duration = Duration::from_secs(5 * 60);
 
 /// A route's payment service. `Some(None)`: none; `None`: problems were recorded.

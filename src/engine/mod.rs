@@ -870,8 +870,9 @@ mod tests {
     fn back_calls_accept_json_unless_the_mapping_names_its_own_accept() {
         let plain = "dialect = \"d\"\n[operations.create_task]\nmethod = \"POST\"\npath = \"/\"\n";
         assert_eq!(accept_sent(plain), ["application/json"]);
-        // MCP's servers answer 406 unless both are accepted (MCP.md §2.1): the mapping's rule
-        // replaces the default rather than adding a second header.
+        // MCP's Streamable HTTP asks clients to accept both (MCP 2025-11-25, basic/transports),
+        // and the SDK's servers answer 406 otherwise: the mapping's rule replaces the default
+        // rather than adding a second header.
         let both = format!(
             "{plain}request = [{{ header = \"Accept\", value = \"'application/json, text/event-stream'\" }}]\n"
         );

@@ -1,7 +1,11 @@
-//! The Masumi purchaser side (PAYMENTS.md §2): P1 `POST /purchase` (lock funds in escrow for a
-//! job), P2 `POST /purchase/resolve-blockchain-identifier` (the purchase's state) and P4
+//! The Masumi purchaser side: P1 `POST /purchase` (lock funds in escrow for a job), P2
+//! `POST /purchase/resolve-blockchain-identifier` (the purchase's state) and P4
 //! `POST /purchase/request-refund`, on the operator's own payment service, header `token`,
 //! answers in the envelope `{"status":"success","data":…}` / `{"status":"error","error":{…}}`.
+//! The service is the Masumi payment service
+//! (<https://github.com/masumi-network/masumi-payment-service/tree/aca38338>; its purchase routes
+//! are under `src/routes/api/purchases/`, its on-chain states are `OnChainState` in
+//! `prisma/schema.prisma`). docs/payments.md describes the flow.
 //!
 //! What is bought is the agent's payment request as the agent sent it (`task.payment`, the
 //! fields of its `start_job` answer): the seller signed it, and the node checks the signature
@@ -28,15 +32,16 @@ const CALLS_KEPT: usize = 20;
 /// The states in which the escrow holds the buyer's funds for the job.
 const LOCKED: &[&str] = &["FundsLocked", "ResultSubmitted"];
 
-/// The purchase key: the agent's `blockchainIdentifier`. Free agents (pip-masumi answers them
-/// with `FREE-…`, §2.11) and answers without one are not bought.
+/// The purchase key: the agent's `blockchainIdentifier`. Free agents (pip-masumi's unreleased
+/// HEAD answers them with `FREE-…`; the node refuses to sell free jobs) and answers without one
+/// are not bought.
 pub fn reference(payment: &Value) -> Option<String> {
     let id = payment.get("blockchainIdentifier")?.as_str()?;
     (!id.is_empty() && !id.starts_with("FREE-")).then(|| id.to_string())
 }
 
 /// A MIP-003 timestamp in milliseconds: an integer or a numeric string; a value up to 10^11 is
-/// seconds (DIALECTS.md §2.1.1's rule).
+/// seconds (MIP-003's text and examples use seconds, the payment node and masumi milliseconds).
 pub fn millis(v: &Value) -> Option<i64> {
     let n = match v {
         Value::Number(n) => n.as_i64()?,
@@ -85,7 +90,7 @@ pub fn purchase_body(s: &MasumiService, payment: &Value) -> Result<Value, Paymen
     Ok(json!({
         "blockchainIdentifier": text("blockchainIdentifier")?,
         "network": s.network.name(),
-        // The node spells it with a lower-case k (§2.3).
+        // The node spells it with a lower-case k (`src/routes/api/purchases/schemas.ts`).
         "sellerVkey": text("sellerVKey")?,
         "agentIdentifier": text("agentIdentifier")?,
         "identifierFromPurchaser": text("identifierFromPurchaser")?,
@@ -239,8 +244,8 @@ pub async fn follow(client: &Client, s: &MasumiService, task: &Task, mut p: Purc
     p
 }
 
-/// What the node's view of a purchase means for it (PAYMENTS.md §2.7, §2.10): locked, given
-/// up, or still to wait for.
+/// What the node's view of a purchase means for it (its `onChainState` and the deadlines of the
+/// payment request): locked, given up, or still to wait for.
 pub fn lock_state(
     purchase: Option<&Value>,
     pay_by_ms: Option<i64>,
@@ -282,13 +287,13 @@ fn resolve_body(s: &MasumiService, p: &Purchase) -> Value {
     json!({
         "blockchainIdentifier": p.reference,
         "network": s.network.name(),
-        // A string, not a boolean: the node's schema says so (§2.5).
+        // A string, not a boolean: the node's schema says so (`src/routes/api/purchases/`).
         "includeHistory": "false",
     })
 }
 
-/// Whether P4 is allowed on the node's view of the purchase (§2.6): funds in escrow, nothing
-/// else under way, and before `unlockTime`.
+/// Whether P4 is allowed on the node's view of the purchase (as the node's `request-refund` route
+/// checks it): funds in escrow, nothing else under way, and before `unlockTime`.
 pub fn refund_allowed(purchase: &Value, now: DateTime<Utc>) -> bool {
     let on_chain = purchase.get("onChainState").and_then(Value::as_str);
     let action = purchase

@@ -21,7 +21,7 @@ tasks/cancel is the SDK's own handler, wrapped to remember the ids it cancelled:
 as a JSON array (a test's way to see that its cancel reached the server; tasks are session-scoped).
 
 Served with `StreamableHTTPSessionManager(app=server)` inside a Starlette lifespan, mounted at /mcp. Starlette's
-Mount answers /mcp with 307 -> /mcp/ (MCP.md §12), so clients use http://127.0.0.1:<port>/mcp/ . Bound to
+Mount answers /mcp with 307 -> /mcp/, so clients use http://127.0.0.1:<port>/mcp/ . Bound to
 127.0.0.1 (a pre-bound port-0 socket, since nothing else reports an ephemeral port).
 
 Prints "PORT=<n>" then "PATH=/mcp/" on stdout once listening (stdout then goes to stderr). Exits on stdin EOF

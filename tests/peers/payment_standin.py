@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Offline stand-in for the Masumi payment service (DIALECTS.md section 6.2).
+"""Offline stand-in for the Masumi payment service (https://github.com/masumi-network/masumi-payment-service).
 
 Serves, under the base path /api/v1 (so PAYMENT_SERVICE_URL=http://127.0.0.1:<port>/api/v1):
   P1  POST /api/v1/payment/                                 (also without the trailing slash)
   P2  POST /api/v1/payment/resolve-blockchain-identifier    (also with a trailing slash)
   P3  POST /api/v1/payment/submit-result                    (also with a trailing slash)
       GET  /api/v1/health                                   -> {"status":"success","data":{"status":"ok"}}
-Purchaser side (PAYMENTS.md sections 2.3-2.6 and 2.13), sharing state with the seller side: a seller payment reports
+Purchaser side (the service's src/routes/api/purchases: purchase, resolve, refund), sharing state with the seller side: a seller payment reports
 onChainState "FundsLocked" once a purchase of its blockchainIdentifier has locked funds.
   P1  POST /api/v1/purchase                                  (also with a trailing slash) -> Purchase; repeated -> 409
   P2  POST /api/v1/purchase/resolve-blockchain-identifier    -> Purchase (the lock happens on its first poll by default)

@@ -1,16 +1,35 @@
 //! MIP-003 Attachment 01 input schemas and input validation.
 //!
+//! The schemas are MIP-003 Attachment 01's
+//! (<https://github.com/masumi-network/masumi-improvement-proposals/blob/60d8788/MIPs/MIP-003/MIP-003-Attachement-01.md>).
 //! This module reproduces the reference validator of the Python package
-//! masumi 1.2.0 (`masumi/validation.py`, `validate_input_data`) as described
-//! in DIALECTS.md §4: the same steps, in the same order, with the same
-//! message strings. Two modes exist (DIALECTS.md §4, quirks table):
+//! masumi 1.2.0 (`masumi/validation.py`, `validate_input_data`; source
+//! <https://github.com/masumi-network/pip-masumi>): the same steps, in the
+//! same order, with the same message strings. Two modes exist, which differ in
+//! what they do with the reference's quirks (the table below):
 //!
 //! * [`Mode::Reference`] copies every quirk marked "copy" and fixes the ones
 //!   marked "do not copy" (regex `$` before a trailing newline, non-string
 //!   `validations[].value` disabling all validation).
 //! * [`Mode::Strict`] additionally fixes the quirks marked **Bug**.
 //!
-//! Documented choices (where DIALECTS.md §4 is silent or ambiguous):
+//! | quirk of masumi 1.2.0 | [`Mode::Reference`] | **Bug**: [`Mode::Strict`] fixes it |
+//! |---|---|---|
+//! | `optional` applies whatever its value, even `"false"` | copy | no |
+//! | an absent `none`, `hidden` or `boolean` field counts as missing | copy | yes: `none` and `hidden` are not required |
+//! | the URL pattern refuses `-` in a path and `:` in a query | copy | yes: a URL parser, `http(s)` only |
+//! | `$` in a pattern also matches before a trailing newline | do not copy | (fixed in both) |
+//! | an option or radio value is not checked against `data.values` | copy | yes: membership is checked |
+//! | `number` takes `true`, `"nan"`, `"inf"`, `"1_000"` | copy | yes: refused |
+//! | a fractional `min`/`max` bound (`"1.5"`) is not enforced | copy | yes: the bound is read as a decimal |
+//! | date and time bounds compare as text, their formats unchecked | copy | yes: formats checked too |
+//! | `accept` passes any `http(s)` URL | copy | no (it cannot be checked without a fetch) |
+//! | a non-string `validations[].value` turns all validation off | do not copy | (fixed in both: see below) |
+//! | duplicate field ids: the last definition wins | copy | yes: refused at load |
+//! | text length counted in code points | copy | no (it is right) |
+//!
+//! Documented choices (where the reference and Attachment 01 say nothing, or
+//! nothing clear):
 //!
 //! * **Input order.** The reference walks `input_data` in the order the
 //!   client sent it. `serde_json::Map` iterates in key order unless the
@@ -41,7 +60,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::OnceLock;
 
-/// Which behaviour the validator follows (DIALECTS.md §4, "Quirks").
+/// Which behaviour the validator follows (the quirks table in the module's
+/// documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
     /// Byte-for-byte behaviour of masumi 1.2.0, minus the "do not copy"
@@ -56,8 +76,8 @@ pub enum Mode {
     Strict,
 }
 
-/// A schema document that cannot be used (DIALECTS.md §4 quirks table:
-/// "interlingua rejects such a schema at config load").
+/// A schema document that cannot be used: refused when the config is loaded,
+/// where the reference would validate nothing (see the module's quirks table).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchemaError {
     /// Human-readable reason; names the offending field where there is one.
@@ -80,7 +100,8 @@ impl fmt::Display for SchemaError {
 
 impl std::error::Error for SchemaError {}
 
-/// The outcome of a failed validation (DIALECTS.md §4, step 5).
+/// The outcome of a failed validation (what the reference's
+/// `validate_input_data` reports).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ValidationFailure {
     /// `Validation failed: ` followed by every message joined with `"; "`,
@@ -105,11 +126,11 @@ pub struct ValidationRule {
     /// anything else (ignored).
     pub validation: String,
     /// The rule argument; always a string (booleans/numbers are coerced at
-    /// load, DIALECTS.md §4 quirks table).
+    /// load; see the module's quirks table).
     pub value: String,
 }
 
-/// One input field definition (DIALECTS.md §4, "Field").
+/// One input field definition of an Attachment 01 schema.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Field {
     /// The field id, the key expected in `input_data`.
@@ -126,8 +147,8 @@ pub struct Field {
 }
 
 impl Field {
-    /// The type used for checks: legacy `string` becomes `text`
-    /// (DIALECTS.md §4 type table).
+    /// The type used for checks: legacy `string` becomes `text`, as the
+    /// reference does before any check.
     pub fn normalized_type(&self) -> &str {
         if self.field_type == "string" {
             "text"
@@ -137,7 +158,7 @@ impl Field {
     }
 
     /// A field is optional if any rule has kind `optional`, whatever its
-    /// value, even `"false"` (DIALECTS.md §4, step a; quirk "copy").
+    /// value, even `"false"` (a quirk of the reference, copied in both modes).
     pub fn is_optional(&self) -> bool {
         self.validations.iter().any(|r| r.validation == "optional")
     }
@@ -255,9 +276,9 @@ fn parse_field(v: &Value, loc: &str) -> Result<Field, SchemaError> {
                         )))
                     }
                 };
-                // DIALECTS.md §4 quirks table: a non-string value makes the
-                // reference skip all validation; we coerce scalars instead
-                // and reject everything else.
+                // A non-string value makes the reference skip all validation
+                // (a quirk not copied: see the module's quirks table); we
+                // coerce scalars instead and reject everything else.
                 let value = match get_present(r, "value") {
                     Some(Value::String(s)) => s.clone(),
                     Some(Value::Bool(b)) => b.to_string(),
@@ -306,7 +327,7 @@ impl Schema {
     /// Parses a schema document, `{"input_data":[…]}` or
     /// `{"input_groups":[{id,title,input_data:[…]}]}` (null keys = absent).
     ///
-    /// Step 1 of DIALECTS.md §4: a non-empty `input_groups` wins and the
+    /// As in the reference's first step, a non-empty `input_groups` wins and the
     /// top-level `input_data` is ignored. Fails on a non-object document, a
     /// field without a string `id`/`type`, a non-scalar `validations[].value`
     /// and, in [`Mode::Strict`], duplicate field ids.
@@ -461,7 +482,7 @@ impl Schema {
         Value::Object(out)
     }
 
-    /// Validates `input_data` (DIALECTS.md §4, `validate_input_data`).
+    /// Validates `input_data` as the reference's `validate_input_data` does.
     ///
     /// Steps: with no fields everything passes; each present key the schema
     /// defines is checked (unknown keys are accepted); then every
@@ -648,7 +669,7 @@ fn is_member(value: &Value, field: &Field) -> bool {
     }
 }
 
-/// `float(value)` for `number`/`range` (DIALECTS.md §4 type table). Strict
+/// Python's `float(value)` for `number`/`range`, the reference's type check. Strict
 /// additionally rejects booleans, non-finite results and `_` separators.
 fn parse_number(value: &Value, mode: Mode) -> Option<f64> {
     match (value, mode) {
@@ -718,7 +739,7 @@ fn parse_bound(s: &str, mode: Mode) -> Option<Bound> {
     })
 }
 
-/// min (`is_min`) / max check (DIALECTS.md §4, "min / max" table).
+/// min (`is_min`) / max check, per type as the reference makes it.
 fn check_bound(value: &Value, bound: &str, ty: &str, mode: Mode, is_min: bool) -> bool {
     if DATE_TYPES.contains(&ty) {
         // Lexicographic by code point (UTF-8 byte order is code point order).
@@ -760,12 +781,13 @@ fn check_bound(value: &Value, bound: &str, ty: &str, mode: Mode, is_min: bool) -
     }
 }
 
-/// `format` rule (DIALECTS.md §4, "format values"). Unknown formats pass.
+/// `format` rule (Attachment 01's format values). Unknown formats pass.
 fn check_format(value: &Value, fmt: &str, mode: Mode) -> bool {
     let strict = mode == Mode::Strict;
     let s = value.as_str();
     match fmt {
-        // Decision in §4: a non-string value fails.
+        // A non-string value fails (the reference raises an exception, which makes
+        // `/start_job` skip validation altogether).
         "email" => s.is_some_and(email_ok),
         "url" => s.is_some_and(|s| url_ok(s, mode)),
         "nonempty" => !is_empty_value(value),
@@ -791,7 +813,7 @@ fn is_integral(f: f64) -> bool {
     f.is_finite() && f.fract() == 0.0
 }
 
-/// `accept` rule (DIALECTS.md §4): only for `file`; http(s) always passes.
+/// `accept` rule (Attachment 01): only for `file`; http(s) always passes.
 fn check_accept(value: &Value, accept: &str, ty: &str) -> bool {
     if ty != "file" {
         return true;
@@ -974,7 +996,7 @@ fn strict_url_ok(s: &str) -> bool {
 }
 
 // ---------------------------------------------------------------------------
-// Strict: date/time formats (DIALECTS.md §4 quirks table, pip-masumi HEAD)
+// Strict: date/time formats (as pip-masumi's unreleased HEAD checks them)
 // ---------------------------------------------------------------------------
 
 fn days_in_month(year: u32, month: u32) -> u32 {
@@ -1706,7 +1728,7 @@ mod tests {
                 Some(&["Required field 'b' is missing"]),
             ),
         ];
-        // Rows where Strict deliberately differs (DIALECTS.md §4 quirks).
+        // Rows where Strict deliberately differs (the module's quirks table).
         let strict_diffs: &[(&str, Expect)] = &[
             ("url a-b", None),
             ("url q=a:b", None),
@@ -2228,7 +2250,7 @@ mod tests {
         .unwrap();
         assert!(n.validate(&json!({"f": true})).is_ok());
         assert!(n.validate(&json!({"f": 2.5})).is_err());
-        // format email on a non-string fails (§4 decision).
+        // format email on a non-string fails (where the reference would skip validation).
         let e = Schema::from_json(
             &one("number", &[("format", "email")], None),
             Mode::Reference,

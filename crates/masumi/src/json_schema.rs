@@ -1,9 +1,12 @@
-//! JSON Schema ↔ MIP-003 Attachment 01 input schemas (DIALECTS.md §2.4.1).
+//! JSON Schema ↔ MIP-003 Attachment 01 input schemas.
 //!
-//! An LMOS agent describes an action's input as JSON Schema; a MIP-003 agent
-//! describes its input as Attachment 01 fields (DIALECTS.md §4).
-//! [`to_json_schema`] and [`from_json_schema`] translate between the two
-//! using the §2.4.1 table:
+//! An LMOS agent describes an action's input as JSON Schema (its Agent
+//! Description is a W3C WoT Thing Description,
+//! <https://www.w3.org/TR/wot-thing-description11/>); a MIP-003 agent
+//! describes its input as Attachment 01 fields
+//! (<https://github.com/masumi-network/masumi-improvement-proposals/blob/60d8788/MIPs/MIP-003/MIP-003-Attachement-01.md>,
+//! validated by [`super::attachment01`]). [`to_json_schema`] and
+//! [`from_json_schema`] translate between the two, both ways, by this table:
 //!
 //! | JSON Schema | Attachment 01 |
 //! |---|---|
@@ -16,15 +19,15 @@
 //! | not in `required` | validation `optional` |
 //! | anything else | `textarea` carrying JSON text |
 //!
-//! Decisions where §2.4.1 is silent:
+//! Decisions the table leaves open:
 //!
 //! * **Integer marker.** The validator enforces integers through the rule
 //!   `{"validation":"format","value":"integer"}`, so that rule is what
 //!   [`from_json_schema`] writes. [`to_json_schema`] also reads
 //!   `data.format: "integer"`.
 //! * **One choice or many.** A JSON `enum` (one value) corresponds to an
-//!   `option` whose bounds are exactly min 1 and max 1, the shape §2.4.1
-//!   produces. Any other `option` (no bounds, max 3, max 1 without a min)
+//!   `option` whose bounds are exactly min 1 and max 1, the shape the table
+//!   gives an `enum`. Any other `option` (no bounds, max 3, max 1 without a min)
 //!   becomes `{"type":"array","items":{"enum":…},"minItems","maxItems"}`.
 //!   That keeps its bounds through a round trip, and such an array reads back
 //!   as an `option` with the same bounds. `radio` accepts a single string
@@ -34,7 +37,7 @@
 //!   min/max compare strings. Core JSON Schema has no keyword for that, so
 //!   they map to `formatMinimum`/`formatMaximum` (the ajv-formats keywords)
 //!   in both directions.
-//! * **Reading bounds.** Rules of one kind are AND-ed (§4), so the strictest
+//! * **Reading bounds.** Rules of one kind all apply (Attachment 01), so the strictest
 //!   one is used. Bounds are read as decimals (the strict-mode reading). A
 //!   bound that does not parse is dropped, because the validator lets it
 //!   pass. Lengths are clamped at 0, with `minLength` rounded up and
@@ -71,7 +74,7 @@
 //!   and titles are lost. A duplicated id is described by its last
 //!   definition, which is the one the validator checks values against. It is
 //!   required if any definition is non-optional, because the missing-key
-//!   check runs over all definitions (§4 step 4).
+//!   check runs over all definitions (as in the reference validator).
 //! * **Output shape.** `required` is omitted when empty. No
 //!   `additionalProperties` is written, because the validator accepts
 //!   undeclared keys.
@@ -89,7 +92,8 @@ use super::attachment01::{Field, Mode, Schema, SchemaError};
 /// the property it stands for.
 pub const JSON_SCHEMA_DATA_KEY: &str = "json_schema";
 
-/// The `tel-pattern` format of DIALECTS.md §4, as a JSON Schema `pattern`.
+/// Attachment 01's `tel-pattern` format (as masumi 1.2.0's validator writes it), as a JSON
+/// Schema `pattern`.
 const TEL_PATTERN: &str = r"^[\d\s\-\(\)\+]+$";
 
 /// Why a schema could not be converted.
@@ -177,7 +181,7 @@ pub fn from_json_schema(schema: &Value) -> Result<Value, ConvertError> {
 }
 
 /// The `min`, `max` and `format` arguments of a field. A rule with an empty
-/// kind or value is skipped, as the validator skips it (§4 step f).
+/// kind or value is skipped, as the validator skips it.
 struct Rules<'a> {
     min: Vec<&'a str>,
     max: Vec<&'a str>,
@@ -337,7 +341,8 @@ fn text_schema(s: &mut Map<String, Value>, rules: &Rules, format: Option<&str>) 
     }
 }
 
-/// A string whose min/max compare lexicographically (§4, date/time types).
+/// A string whose min/max compare lexicographically (as the validator compares date and time
+/// types).
 fn dated_schema(s: &mut Map<String, Value>, rules: &Rules, format: Option<&str>) {
     s.insert("type".into(), "string".into());
     if let Some(f) = format {

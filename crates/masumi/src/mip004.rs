@@ -1,16 +1,22 @@
 //! MIP-004 input and output hashes, as computed by masumi 1.2.0.
 //!
-//! The spec text names RFC 8785 (JCS), but the reference code that agents and
-//! payment nodes actually run uses Python `canonicaljson` 2.0.0, so this module
-//! reproduces that encoder byte for byte (DIALECTS.md §3, "decision: interlingua
-//! matches the reference").
+//! The spec text (MIP-004,
+//! <https://github.com/masumi-network/masumi-improvement-proposals/blob/60d8788/MIPs/MIP-004/MIP-004.md>)
+//! names RFC 8785 (JCS), but the reference code that agents and payment nodes
+//! actually run (masumi 1.2.0's `create_masumi_input_hash` and
+//! `create_masumi_output_hash`, <https://github.com/masumi-network/pip-masumi>)
+//! uses Python `canonicaljson` 2.0.0
+//! (<https://github.com/matrix-org/python-canonicaljson>), so this module
+//! reproduces that encoder byte for byte: a hash must match what the agent and
+//! the payment node compute.
 //!
 //! # Limits of a `serde_json::Value` parsed with default features
 //!
-//! DIALECTS.md §3 rule 1 asks for a parser that keeps each number's lexical
-//! class and rounds floats correctly. serde_json 1.x with default features does
-//! neither, so a caller that parses with `serde_json::from_str` inherits these
-//! differences from the reference (the encoder itself is exact):
+//! Matching the reference on every input needs a parser that keeps each
+//! number's lexical class (integer or float) and rounds floats correctly.
+//! serde_json 1.x with default features does neither, so a caller that parses
+//! with `serde_json::from_str` inherits these differences from the reference
+//! (the encoder itself is exact):
 //!
 //! - The integer token `-0` is parsed as the float `-0.0`, so it is printed as
 //!   `-0.0` where the reference prints `0` (vector E11).
@@ -38,8 +44,7 @@ use sha2::{Digest, Sha256};
 #[non_exhaustive]
 pub enum CanonicalError {
     /// A NaN or infinite float. Python `canonicaljson` encodes with
-    /// `allow_nan=False`, so masumi fails the request rather than hashing it
-    /// (DIALECTS.md §3 rule 5).
+    /// `allow_nan=False`, so masumi fails the request rather than hashing it.
     NonFiniteNumber,
 }
 
@@ -55,8 +60,8 @@ impl fmt::Display for CanonicalError {
 
 impl std::error::Error for CanonicalError {}
 
-/// Which pre-image an output hash is computed over (DIALECTS.md §3, "Output
-/// hash, and the quirk").
+/// Which pre-image an output hash is computed over: masumi 1.2.0 and the
+/// MIP-004 text disagree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OutputHashForm {
     /// What masumi 1.2.0 submits on chain as `submitResultHash`: the output
@@ -70,7 +75,7 @@ pub enum OutputHashForm {
 }
 
 /// Canonical JSON text of `value`, byte-identical to Python `canonicaljson`
-/// 2.0.0 `encode_canonical_json` (DIALECTS.md §3 rules 2–5).
+/// 2.0.0 `encode_canonical_json`.
 ///
 /// Keys sorted by code point, no whitespace, `,` and `:` separators, strings
 /// escaped like Python `json.dumps(..., ensure_ascii=False)`, integers in
@@ -92,7 +97,7 @@ pub fn canonical_json(value: &Value) -> Result<String, CanonicalError> {
 /// `identifier_from_purchaser + ";" + canonical_json(input_data)`.
 ///
 /// `{}` is hashed like any other value (vector R4); masumi's habit of sending
-/// `""` for empty input is treated as a bug (DIALECTS.md §3). For
+/// `""` for empty input is treated as a bug. For
 /// `/provide_input`, pass only the new data with the job's original identifier
 /// (vector R7).
 pub fn input_hash(
@@ -124,7 +129,7 @@ pub fn output_hash(identifier: &str, output: &str, form: OutputHashForm) -> Stri
 }
 
 fn sha256_hex(identifier: &str, body: &str) -> String {
-    // One `;`, no spaces: the delimiter is part of the pre-image (DIALECTS.md §3).
+    // One `;`, no spaces: the delimiter is part of MIP-004's pre-image.
     let mut hasher = Sha256::new();
     hasher.update(identifier.as_bytes());
     hasher.update(b";");
@@ -186,14 +191,14 @@ fn write_number(out: &mut String, n: &Number) -> Result<(), CanonicalError> {
         // f64 (`1E400`) is neither f64 nor integer. The reference rejects it.
         return Err(CanonicalError::NonFiniteNumber);
     }
-    // `-0` becomes `0` (rule 4, E11); reachable only with `arbitrary_precision`,
+    // `-0` becomes `0` (E11); reachable only with `arbitrary_precision`,
     // since plain serde_json already turned the token into the float -0.0.
     out.push_str(if text == "-0" { "0" } else { &text });
     Ok(())
 }
 
 /// Python `repr(float)` layout over Rust's shortest round-trip digits
-/// (DIALECTS.md §3 rule 5; vectors E1–E10, R5).
+/// (vectors E1–E10, R5).
 fn write_float(out: &mut String, f: f64) -> Result<(), CanonicalError> {
     if !f.is_finite() {
         return Err(CanonicalError::NonFiniteNumber);
@@ -268,7 +273,7 @@ fn write_string(out: &mut String, s: &str) {
 }
 
 /// Body of Python `json.dumps(s, ensure_ascii=False)` without the quotes
-/// (DIALECTS.md §3 rule 3; E13–E15, O4–O6). Python leaves `/`, U+007F,
+/// (vectors E13–E15, O4–O6). Python leaves `/`, U+007F,
 /// U+2028/U+2029 and all non-ASCII raw, and writes other C0 controls as
 /// `\u00xx` in lowercase hex.
 fn write_escaped_body(out: &mut String, s: &str) {
@@ -297,7 +302,8 @@ mod tests {
         serde_json::from_str(text).expect("vector JSON text parses")
     }
 
-    /// Checks an input vector: canonical text and hash (DIALECTS.md §3 tables).
+    /// Checks an input vector: canonical text and hash, as masumi 1.2.0 and
+    /// `canonicaljson` 2.0.0 computed them.
     fn check(identifier: &str, json_text: &str, canonical: &str, hash: &str) {
         let value = parse(json_text);
         assert_eq!(canonical_json(&value).unwrap(), canonical, "{json_text}");

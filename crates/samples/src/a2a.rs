@@ -1,4 +1,4 @@
-//! A sample A2A agent (DIALECTS.md §2.3): JSON-RPC 2.0 at `POST /`, speaking A2A 1.0
+//! A sample A2A agent (docs/dialects.md): JSON-RPC 2.0 at `POST /`, speaking A2A 1.0
 //! (`SendMessage`, `SendStreamingMessage`, `GetTask`, `ListTasks`, `CancelTask`,
 //! `SubscribeToTask`) and 0.3 (`message/send`, `message/stream`, `tasks/get`, `tasks/cancel`,
 //! `tasks/resubscribe`), each answered in its own version's shapes, with the Agent Card (1.0

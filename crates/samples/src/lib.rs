@@ -6,16 +6,16 @@
 //! work and behave the same however often they are polled. The clock is [`Options::clock`]:
 //! the real one, or a [`Clock::manual`] that a test moves on when it wants a job to move on.
 //!
-//! | module | dialect (DIALECTS.md) | how a job runs |
+//! | module | dialect (docs/dialects.md) | how a job runs |
 //! |---|---|---|
 //! | [`echo`] | passthrough | answers what it received |
-//! | [`mip003`] | §2.1 MIP-003 | async job, polled |
-//! | [`nevermined`] | §2.2 Nevermined tasks and steps | async task, polled |
-//! | [`a2a`] | §2.3 A2A 1.0 and 0.3, JSON-RPC | blocking or async task; SSE stream |
-//! | [`lmos`] | §2.4 LMOS ADF over the WoT HTTP binding | synchronous action |
-//! | [`mae`] | §2.5 MultiAgentEval `/execute_task` | one action object per turn |
-//! | [`nearai`] | §2.6 NEAR AI Hub threads and runs | async run, polled; SSE stream |
-//! | [`openai`] | §2.7 OpenAI chat completions | synchronous; SSE chunks |
+//! | [`mip003`] | MIP-003 | async job, polled |
+//! | [`nevermined`] | Nevermined tasks and steps | async task, polled |
+//! | [`a2a`] | A2A 1.0 and 0.3, JSON-RPC | blocking or async task; SSE stream |
+//! | [`lmos`] | LMOS ADF over the WoT HTTP binding | synchronous action |
+//! | [`mae`] | MultiAgentEval `/execute_task` | one action object per turn |
+//! | [`nearai`] | NEAR AI Hub threads and runs | async run, polled; SSE stream |
+//! | [`openai`] | OpenAI chat completions | synchronous; SSE chunks |
 //!
 //! Agents whose input is only text learn their mode from the text itself: it contains
 //! `mode:input` or `mode:fail` (see [`Mode::from_text`]).

@@ -1,4 +1,4 @@
-//! A sample LMOS agent (DIALECTS.md §2.4) over the WoT HTTP binding, answering as kotlin-wot
+//! A sample LMOS agent (docs/dialects.md) over the WoT HTTP binding, answering as kotlin-wot
 //! does: its ADF (a Thing Description with the `lmos` context, hrefs absolute from the `Host`
 //! header) at `GET /things/agent` (and a list of it at `GET /things`), and two synchronous
 //! actions at `POST /things/agent/actions/{chat|run}`.

@@ -1,4 +1,4 @@
-//! A sample MultiAgentEval agent (DIALECTS.md §2.5): `POST /execute_task`, one synchronous
+//! A sample MultiAgentEval agent (docs/dialects.md): `POST /execute_task`, one synchronous
 //! action object per turn, the caller driving the loop. It is driven by turns, not by the clock;
 //! each turn takes a quarter of `work`.
 //!

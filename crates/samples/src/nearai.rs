@@ -1,4 +1,4 @@
-//! A sample NEAR AI Hub agent (DIALECTS.md §2.6): the threads/runs API, as OpenAI
+//! A sample NEAR AI Hub agent (docs/dialects.md): the threads/runs API, as OpenAI
 //! Assistants-style JSON under `/v1`. Any bearer auth object is accepted.
 //!
 //! | route | answer |

@@ -74,8 +74,8 @@ impl Task {
         let init = step(0, "init", "Completed", false, "", json!({}));
         let upper = self.query.to_uppercase();
         match (self.mode, &self.input) {
-            // The step waits; the task is still in progress (DIALECTS.md §2.2: agents mark the
-            // waiting step, not the task).
+            // The step waits; the task is still in progress (Nevermined's agents mark the
+            // waiting step, `is_waiting` in payments-py's step model, not the task).
             (Mode::Input, None) if t >= o.work / 2 => {
                 let ask = match o.ask {
                     Ask::Fields => step(

@@ -1,4 +1,4 @@
-//! A sample OpenAI Chat Completions agent (DIALECTS.md §2.7): `POST /v1/chat/completions` and
+//! A sample OpenAI Chat Completions agent (docs/dialects.md): `POST /v1/chat/completions` and
 //! `GET /v1/models`. Any bearer key is accepted, and any `model` is answered (and echoed).
 //!
 //! The answer comes after `work` and is the last user message's text upper-cased. The mode is

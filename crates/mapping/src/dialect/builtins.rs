@@ -657,9 +657,11 @@ fn ttl_ms(ttl: &str) -> Result<i64, BuiltinError> {
 }
 
 /// Whether `s` is an object schema whose every property is a primitive, as MCP's form
-/// elicitation allows (MCP.md §5.1): a string (with at most an `email`, `uri`, `date` or
-/// `date-time` format), a number, an integer, a boolean, a single choice (`enum` of strings, or
-/// `oneOf` of `{const}` strings), or a multiple choice (an array whose `items` is such a choice).
+/// elicitation allows: a string (with at most an `email`, `uri`, `date` or `date-time` format), a
+/// number, an integer, a boolean, a single choice (`enum` of strings, or `oneOf` of `{const}`
+/// strings), or a multiple choice (an array whose `items` is such a choice). See MCP 2025-11-25,
+/// client/elicitation, "Requested Schema":
+/// <https://modelcontextprotocol.io/specification/2025-11-25/client/elicitation>.
 fn is_flat_schema(s: &Value) -> bool {
     let Some(o) = s.as_object() else { return false };
     if o.get("type").and_then(Value::as_str) != Some("object") {

@@ -221,7 +221,8 @@ fn decode_into(
             Some(Nested::Each(shape)) => {
                 let items = match value {
                     Value::Array(items) => items,
-                    // "Accept an object or an array" (DIALECTS.md §2.2.1).
+                    // A lone object is a list of one: Nevermined's SDKs and docs disagree on
+                    // whether a create answer's `steps` is one step or a list of them.
                     obj @ Value::Object(_) => vec![obj],
                     _ => {
                         return Err(CodecError::WrongType {

@@ -126,8 +126,9 @@ fn put_digits(into: &mut [u8], mut value: u32) {
 }
 
 /// Reads a timestamp in any form a dialect may send: RFC 3339 text, or a number (or numeric
-/// string) of seconds or milliseconds. Per DIALECTS.md §2.1.1, a value above 10^11 is
-/// milliseconds, anything else seconds.
+/// string) of seconds or milliseconds. A value above 10^11 is milliseconds, anything else
+/// seconds: MIP-003's text and examples write seconds, the Masumi payment node (and so masumi's
+/// `start_job` answers) milliseconds, and 10^11 s lies thousands of years ahead.
 pub fn parse_any(v: &Value) -> Option<DateTime<Utc>> {
     match v {
         Value::String(s) => {
