@@ -75,7 +75,8 @@ impl Task {
         let upper = self.query.to_uppercase();
         match (self.mode, &self.input) {
             // The step waits; the task is still in progress (Nevermined's agents mark the
-            // waiting step, `is_waiting` in payments-py's step model, not the task).
+            // waiting step, `is_waiting` in payments-py's step model, not the task: see
+            // docs/dialects.md).
             (Mode::Input, None) if t >= o.work / 2 => {
                 let ask = match o.ask {
                     Ask::Fields => step(

@@ -221,8 +221,9 @@ fn decode_into(
             Some(Nested::Each(shape)) => {
                 let items = match value {
                     Value::Array(items) => items,
-                    // A lone object is a list of one: Nevermined's SDKs and docs disagree on
-                    // whether a create answer's `steps` is one step or a list of them.
+                    // A lone object is a list of one: Nevermined's TypeScript SDK and docs type a
+                    // create answer's `steps` as one step, where interlingua writes a list
+                    // (https://github.com/nevermined-io/payments/blob/f5c1912/src/api/query-api.ts).
                     obj @ Value::Object(_) => vec![obj],
                     _ => {
                         return Err(CodecError::WrongType {
