@@ -123,8 +123,16 @@ impl Browser {
             .is_empty()
     }
 
-    /// Fills the form `css` selects with `fields` and submits it with its submit button.
+    /// Fills the form `css` selects with `fields`, submits it with its submit button, and returns
+    /// once the answer has replaced the page. WebDriver's click returns before the navigation it
+    /// starts ends: without the wait, what a test reads next may be the old page (its `#status`
+    /// still `running`), or vanish under it (a stale element reference).
     pub async fn submit(&self, css: &str, fields: &[(&str, &str)]) {
+        let before = self
+            .client
+            .find(Locator::Css("html"))
+            .await
+            .expect("the page");
         let form = self.client.form(Locator::Css(css)).await.expect("the form");
         for (name, value) in fields {
             form.set_by_name(name, value).await.expect("set a field");
@@ -132,6 +140,17 @@ impl Browser {
         form.submit_with(Locator::Css("button[type=submit]"))
             .await
             .expect("submit");
+        eventually(
+            &format!("the answer to `{css}` to replace the page"),
+            || async {
+                match before.tag_name().await {
+                    Err(e) if e.is_stale_element_reference() => Ok(()),
+                    Err(e) => Err(format!("the old page: {e}")),
+                    Ok(_) => Err("the old page is still shown".to_string()),
+                }
+            },
+        )
+        .await;
     }
 
     /// A PNG of the page, written to `docs/console/<name>.png` when `INTERLINGUA_SCREENSHOTS`
