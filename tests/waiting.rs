@@ -240,6 +240,15 @@ async fn a_chat_client_past_sync_timeout_gets_504_naming_the_task_which_goes_on(
     );
 }
 
+/// How many `GET /status` calls `agent` has answered.
+fn status_calls(agent: &Upstream) -> usize {
+    agent
+        .seen()
+        .iter()
+        .filter(|s| s.target.starts_with("/status"))
+        .count()
+}
+
 fn uuid_like(s: &str) -> bool {
     s.len() == 36 && s.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
 }
@@ -276,13 +285,7 @@ async fn polls_of_one_task_within_min_refresh_make_one_call_to_the_agent() {
             body["job_id"].as_str().expect("a job id").to_string()
         }
     };
-    let status_calls = || {
-        agent
-            .seen()
-            .iter()
-            .filter(|s| s.target.starts_with("/status"))
-            .count()
-    };
+    let status_calls = || status_calls(&agent);
     let poll = |prefix: &'static str, job: String| {
         let http = http.clone();
         let url = proxy.url(&format!("{prefix}/status?job_id={job}"));
@@ -372,13 +375,7 @@ async fn polls_waiting_behind_a_refresh_take_the_next_one_not_a_call_each() {
             );
         })
     };
-    let status_calls = || {
-        agent
-            .seen()
-            .iter()
-            .filter(|s| s.target.starts_with("/status"))
-            .count()
-    };
+    let status_calls = || status_calls(&agent);
 
     // The first poll's refresh reaches the agent and is held there; nine more arrive meanwhile.
     let first = poll();
