@@ -7,3 +7,4 @@
 
 pub mod postgres;
 pub mod redis;
+pub mod spawner;

@@ -5,7 +5,7 @@
 //! The server must not outlive the process that started it, even when that process panics or is
 //! killed, and even when the [`Postgres`] sits in a `static` (whose drop never runs). So it is
 //! started through `setpriv --pdeathsig QUIT`: the kernel sends it SIGQUIT (PostgreSQL's immediate
-//! shutdown) when the thread that started it ends. That thread is one spawner thread living as
+//! shutdown) when the thread that started it ends. That thread is [`crate::spawner`]'s, living as
 //! long as the process (a test's own thread ends with the test). The directories of servers ended
 //! that way are removed by the next [`Postgres::start`] (`sweep`). PostgreSQL refuses to run as
 //! root: as root, `setpriv` also switches to the `postgres` user, which owns the directory.
@@ -15,9 +15,10 @@ use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use crate::spawner;
 
 /// The prefix of every cluster's directory under the temporary directory.
 const PREFIX: &str = "interlingua-pg-";
@@ -89,7 +90,7 @@ impl Postgres {
             if !durable {
                 server.args(["-c", "fsync=off"]);
             }
-            let mut child = spawn(server);
+            let mut child = spawner::spawn(server).expect("setpriv and postgres run");
             match wait_ready(&bin, port, &mut child) {
                 Ok(()) => {
                     return Postgres {
@@ -276,39 +277,6 @@ fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free port on loopback")
-}
-
-type Spawn = (Command, mpsc::Sender<std::io::Result<Child>>);
-
-/// Starts `command` from the spawner thread, which lives as long as the process, so that the
-/// parent-death signal comes when the process ends, not when the calling thread does.
-fn spawn(command: Command) -> Child {
-    static SPAWNER: OnceLock<Mutex<mpsc::Sender<Spawn>>> = OnceLock::new();
-    let spawner = SPAWNER.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<Spawn>();
-        std::thread::Builder::new()
-            .name("postgres-spawner".into())
-            .spawn(move || {
-                for (mut command, answer) in rx {
-                    let _ = answer.send(command.spawn());
-                }
-                // Every sender gone cannot happen (the static keeps one): park forever anyway.
-                loop {
-                    std::thread::park();
-                }
-            })
-            .expect("the spawner thread");
-        Mutex::new(tx)
-    });
-    let (tx, rx) = mpsc::channel();
-    spawner
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .send((command, tx))
-        .expect("the spawner thread runs");
-    rx.recv()
-        .expect("the spawner thread answers")
-        .expect("setpriv and postgres run")
 }
 
 /// Removes the directories of clusters whose server is gone (ended with the process that
