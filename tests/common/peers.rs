@@ -7,11 +7,12 @@
 //! | [`peers_python`] | `tests/peers/requirements.txt` | `target/peers-venv` | `$INTERLINGUA_PEERS_PYTHON` |
 //! | [`mcp2_python`] | `tests/peers/requirements-mcp2.txt` (mcp 2.3.0) | `target/mcp2-venv` | `$INTERLINGUA_MCP2_PYTHON` |
 //! | [`mcp1_python`] | `tests/peers/requirements-mcp1.txt` (mcp 1.30.0) | `target/mcp1-venv` | `$INTERLINGUA_MCP1_PYTHON` |
+//! | [`x402_python`] | `tests/peers/requirements-x402.txt` (x402 2.25.0) | `target/x402-venv` | `$INTERLINGUA_X402_PYTHON` |
 //!
 //! The override, if set, names a Python to use as it is; otherwise the virtualenv is created on
 //! first use (needs `python3` with `venv`) and re-installed whenever the requirements file
-//! changes: a stamp, a copy of the requirements it holds, sits in the virtualenv (`.ci/run`
-//! prebuilds the three the same way).
+//! changes: a stamp, a copy of the requirements it holds, sits in the virtualenv (`cargo xtask
+//! test` prebuilds them the same way, `xtask/src/venvs.rs`).
 //!
 //! A server peer ([`Peer`]) prints one line naming its port once it accepts connections and
 //! serves until its stdin closes or it is killed; a one-shot peer ([`run_script`]) prints its
@@ -80,6 +81,13 @@ pub fn mcp2_python() -> PathBuf {
 /// (`mcp_client1.py`, `mcp_server1.py`), created on first use.
 pub fn mcp1_python() -> PathBuf {
     venv_python("mcp1", "requirements-mcp1.txt", "INTERLINGUA_MCP1_PYTHON")
+}
+
+/// The Python of the virtualenv holding the official x402 SDK 2.25.0 with its EVM mechanisms
+/// (web3.py, eth-account), FastAPI and httpx: the x402 peers (`x402_*.py`, [`super::chain`]),
+/// created on first use.
+pub fn x402_python() -> PathBuf {
+    venv_python("x402", "requirements-x402.txt", "INTERLINGUA_X402_PYTHON")
 }
 
 fn make_venv(name: &str, requirements: &str, env_override: &str) -> PathBuf {
