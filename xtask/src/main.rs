@@ -4,18 +4,20 @@
 //! | command | installs first | then runs |
 //! |---|---|---|
 //! | `cargo xtask demo [ARGS…]` | what building needs: a C toolchain, cmake, CA roots | `cargo run --release -- demo ARGS…` |
-//! | `cargo xtask test [ARGS…]` | that, and what the tests run: Python with venv, PostgreSQL, Redis, Chromium with chromedriver, a font; then the tests' Python virtualenvs | `cargo test --locked ARGS…` |
+//! | `cargo xtask test [ARGS…]` | that, and what the tests run: Python with venv, Node.js with npm, PostgreSQL, Redis, Chromium with chromedriver, a font; then the tests' Python virtualenvs and the x402 tests' chain tools | `cargo test --locked ARGS…` |
 //! | `cargo xtask install demo\|test` | the same, and stops (CI, or before working offline) | — |
 //!
 //! System packages come from Debian's (or Ubuntu's) archive through `apt-get`, run as root or
 //! through `sudo`; where neither is possible, or the system has no apt, the command stops and
-//! names the packages to install ([`packages`]). The virtualenvs are the ones the tests would
-//! otherwise make on first use, made here side by side while the tests compile ([`venvs`]).
+//! names the packages to install ([`packages`]). The virtualenvs and the x402 tests' chain tools
+//! (anvil and solc-js, from npm) are the ones the tests would otherwise make on first use, made
+//! here side by side while the tests compile ([`venvs`], [`node`]).
 //!
 //! Why an xtask rather than a shell script: it is Rust like the rest (clippy and the tests see
 //! it), it builds with the standard library alone, so it runs before cmake exists, and the same
 //! command works wherever cargo does.
 
+mod node;
 mod packages;
 mod venvs;
 
@@ -29,9 +31,9 @@ cargo xtask: set up this machine, then run interlingua's demo or its tests
 
 Usage:
   cargo xtask demo [ARGS...]       install what building needs, then `cargo run --release -- demo ARGS...`
-  cargo xtask test [ARGS...]       install what the tests need (packages, the Python virtualenvs),
-                                   then `cargo test --locked ARGS...` (e.g. `-- --test-threads 1`,
-                                   or `--test reload`)
+  cargo xtask test [ARGS...]       install what the tests need (packages, the Python virtualenvs,
+                                   the x402 chain tools), then `cargo test --locked ARGS...`
+                                   (e.g. `-- --test-threads 1`, or `--test reload`)
   cargo xtask install demo|test    install what `demo` or `test` needs, and stop
   cargo xtask help                 this text
 
@@ -50,9 +52,11 @@ fn main() -> ExitCode {
         "test" => test(rest),
         "install" => match rest {
             [what] if what == "demo" => packages::ensure(Purpose::Demo),
-            [what] if what == "test" => {
-                packages::ensure(Purpose::Test).and_then(|()| venvs::make_all(&root()))
-            }
+            [what] if what == "test" => packages::ensure(Purpose::Test).and_then(|()| {
+                let root = root();
+                let making = start_peers(&root)?;
+                making.wait()
+            }),
             _ => Err("usage: cargo xtask install demo|test".to_string()),
         },
         "help" | "-h" | "--help" => {
@@ -78,14 +82,39 @@ fn demo(args: &[String]) -> Result<(), String> {
 fn test(args: &[String]) -> Result<(), String> {
     packages::ensure(Purpose::Test)?;
     let root = root();
-    // pip mostly waits on the network and the disk, the compiler on the cores: side by side, the
-    // virtualenvs are ready when the tests are built.
-    let making = venvs::start_all(&root)?;
+    // pip and npm mostly wait on the network and the disk, the compiler on the cores: side by
+    // side, the virtualenvs and the chain tools are ready when the tests are built.
+    let making = start_peers(&root)?;
     let built = cargo(&["test", "--locked", "--no-run"], args);
     let made = making.wait();
     built?;
     made?;
     cargo(&["test", "--locked"], args)
+}
+
+/// What the tests' peers run in, being made: the virtualenvs and the x402 chain tools.
+struct Peers {
+    venvs: venvs::Making,
+    node: Option<std::thread::JoinHandle<Result<(), String>>>,
+}
+
+/// Starts making every virtualenv and the chain tools that are missing or stale, side by side.
+fn start_peers(root: &Path) -> Result<Peers, String> {
+    Ok(Peers {
+        venvs: venvs::start_all(root)?,
+        node: node::start(root)?,
+    })
+}
+
+impl Peers {
+    /// Waits for all of them; `Err` names each that failed.
+    fn wait(self) -> Result<(), String> {
+        match (self.venvs.wait(), node::wait(self.node)) {
+            (Ok(()), Ok(())) => Ok(()),
+            (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
+            (Err(a), Err(b)) => Err(format!("{a}\n{b}")),
+        }
+    }
 }
 
 /// Runs `cargo FIXED… EXTRA…` in the repository; an error names the command and how it ended.

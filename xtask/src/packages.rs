@@ -61,7 +61,8 @@ const PACKAGES: &[Package] = &[
     },
     Package {
         name: "python3",
-        why: "the tests run the real SDKs (masumi, a2a-sdk, payments-py, the MCP SDK) as peers",
+        why:
+            "the tests run the real SDKs (masumi, a2a-sdk, payments-py, the MCP SDK, x402) as peers",
         probe: Probe::Program("python3"),
         purpose: Purpose::Test,
     },
@@ -69,6 +70,18 @@ const PACKAGES: &[Package] = &[
         name: "python3-venv",
         why: "the peers' virtualenvs (Debian's Python has no ensurepip without it)",
         probe: Probe::PythonModule("ensurepip"),
+        purpose: Purpose::Test,
+    },
+    Package {
+        name: "nodejs",
+        why: "the x402 tests compile their token with solc-js, which runs on Node.js",
+        probe: Probe::Program("node"),
+        purpose: Purpose::Test,
+    },
+    Package {
+        name: "npm",
+        why: "installs the x402 tests' pinned chain tools (anvil, solc-js) into target/x402-node",
+        probe: Probe::Program("npm"),
         purpose: Purpose::Test,
     },
     Package {
@@ -247,6 +260,16 @@ mod tests {
         assert_eq!(demo, ["build-essential", "cmake", "ca-certificates"]);
         assert!(demo.iter().all(|d| test.contains(d)));
         assert!(test.contains(&"postgresql") && test.contains(&"chromium-driver"));
+        assert!(test.contains(&"nodejs") && test.contains(&"npm"));
+        assert!(!demo.contains(&"nodejs") && !demo.contains(&"npm"));
+    }
+
+    #[test]
+    fn node_and_npm_count_as_present_by_their_programs_on_path() {
+        let probe = |name: &str| PACKAGES.iter().find(|p| p.name == name).map(|p| &p.probe);
+        // Debian's package is `nodejs`, its program `node`: the probe looks for the program.
+        assert!(matches!(probe("nodejs"), Some(Probe::Program("node"))));
+        assert!(matches!(probe("npm"), Some(Probe::Program("npm"))));
     }
 
     #[test]

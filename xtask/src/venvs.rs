@@ -8,11 +8,13 @@ use std::process::Command;
 use std::thread::JoinHandle;
 
 /// `(virtualenv name, requirements file under tests/peers/)`; two MCP SDKs, because both of its
-/// major versions import as `mcp`.
+/// major versions import as `mcp`; the x402 SDK apart, because its EVM extras pin web3.py and
+/// eth-account, which nothing else needs.
 const VENVS: &[(&str, &str)] = &[
     ("peers", "requirements.txt"),
     ("mcp2", "requirements-mcp2.txt"),
     ("mcp1", "requirements-mcp1.txt"),
+    ("x402", "requirements-x402.txt"),
 ];
 
 /// Virtualenvs being made, one thread each.
@@ -33,11 +35,6 @@ pub fn start_all(root: &Path) -> Result<Making, String> {
         making.push((name, std::thread::spawn(move || venv.make())));
     }
     Ok(Making(making))
-}
-
-/// Makes every virtualenv that is missing or stale, and waits for them.
-pub fn make_all(root: &Path) -> Result<(), String> {
-    start_all(root)?.wait()
 }
 
 impl Making {
