@@ -7,12 +7,15 @@
 //! test moves), an in-process proxy ([`Proxy`], [`config`]) and a client. Beside it: [`wait`] (polling with deadlines), [`secrets`] (the signing key, the
 //! admin token, tokens), [`tokens`] (the auth tests' keys, token builders and JWKS server),
 //! [`money`] (paid routes and the admin API's credits), [`process`] (the `interlingua` binary as
-//! a child), [`peers`] (real third-party peers in Python) and [`raw`] (HTTP/1.1 written and read
-//! by hand over a socket).
+//! a child), [`peers`] (real third-party peers in Python), [`chain`] (a real x402 stack: a local
+//! EVM node, the x402 SDK's facilitator, paid agent and paying client), [`node`] (its chain tools,
+//! from npm) and [`raw`] (HTTP/1.1 written and read by hand over a socket).
 
 #![allow(dead_code)]
 
+pub mod chain;
 pub mod money;
+pub mod node;
 pub mod peers;
 pub mod process;
 pub mod raw;
