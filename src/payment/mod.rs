@@ -5,9 +5,11 @@
 //! points only: after the back's create answer ([`Payer::buy`]) and on every refresh of the task
 //! ([`Payer::follow`], [`Payer::refund`]); each returns the purchase record to store, and the
 //! engine decides from its state what the task becomes. The rail's own protocol lives in one
-//! file per rail ([`masumi`]).
+//! file per rail ([`masumi`]); [`x402`] holds the x402 rail's wire and offers, on which being paid
+//! by clients is being built.
 
 pub mod masumi;
+pub mod x402;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
