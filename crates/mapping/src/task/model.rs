@@ -255,20 +255,42 @@ pub struct Task {
 
 /// The part of a route's price that settles a task's steps (the hold is taken at create; fees
 /// per call are charged when called).
+///
+/// Stored with every priced task, so a field at its default is left out: a create's row is
+/// written twice and read on every poll, and the defaults were 64 of a typical task's 1 256
+/// bytes (bench/README.md, "Under 64 connections").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepPrice {
     /// Per completed step (per task, for backs without steps of their own).
     pub step: u64,
     /// A step's cost is the agent's own, clamped to [`min`, `max`], instead of `step`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_false")]
     pub from_agent: bool,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub min: u64,
-    #[serde(default)]
+    /// No cap is `u64::MAX` (written by every build since prices were kept, so a document
+    /// without it has none).
+    #[serde(default = "no_cap", skip_serializing_if = "is_no_cap")]
     pub max: u64,
     /// What a failed step costs.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub failed: u64,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn no_cap() -> u64 {
+    u64::MAX
+}
+
+fn is_no_cap(n: &u64) -> bool {
+    *n == u64::MAX
 }
 
 /// What an upstream answer says about a task: only the fields it carried.
@@ -394,6 +416,40 @@ impl Task {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_step_price_is_stored_without_its_defaults_and_read_back_whole() {
+        let plain = StepPrice {
+            step: 1,
+            from_agent: false,
+            min: 0,
+            max: u64::MAX,
+            failed: 0,
+        };
+        let text = serde_json::to_string(&plain).unwrap();
+        assert_eq!(text, r#"{"step":1}"#);
+        assert_eq!(serde_json::from_str::<StepPrice>(&text).unwrap(), plain);
+        // As every build before wrote it.
+        let written_before =
+            r#"{"step":1,"from_agent":false,"min":0,"max":18446744073709551615,"failed":0}"#;
+        assert_eq!(
+            serde_json::from_str::<StepPrice>(written_before).unwrap(),
+            plain
+        );
+        let agents = StepPrice {
+            step: 0,
+            from_agent: true,
+            min: 1,
+            max: 5,
+            failed: 2,
+        };
+        let text = serde_json::to_string(&agents).unwrap();
+        assert_eq!(
+            text,
+            r#"{"step":0,"from_agent":true,"min":1,"max":5,"failed":2}"#
+        );
+        assert_eq!(serde_json::from_str::<StepPrice>(&text).unwrap(), agents);
+    }
 
     #[test]
     fn task_ids_are_unique_uuids_in_time_order() {
