@@ -87,6 +87,10 @@ pub enum ProxyError {
     /// The plan's balance cannot cover the task's hold.
     #[error("insufficient credits: the task needs {price}, the balance has {available}")]
     PaymentRequired { available: i64, price: u64 },
+    /// A route that takes x402 payments got none, or one it could not take (why, and the
+    /// `PAYMENT-REQUIRED` to answer with).
+    #[error("{}", .0.message)]
+    PaymentRefused(Box<crate::payment::x402::accept::Refusal>),
     /// Over a rate limit.
     #[error("rate limit `{}` exceeded; retry after {} s", .0.policy, .0.retry_after_secs())]
     RateLimited(crate::limit::Refusal),
@@ -147,6 +151,7 @@ impl ProxyError {
             ProxyError::Unauthorized(_) => 401,
             ProxyError::Forbidden { .. } => 403,
             ProxyError::PaymentRequired { .. } => 402,
+            ProxyError::PaymentRefused(r) => r.status,
             ProxyError::RateLimited(_) => 429,
             ProxyError::LimitsUnavailable => 503,
             ProxyError::Store(StoreError::Unavailable(_)) => 503,
@@ -180,6 +185,7 @@ impl ProxyError {
             ProxyError::Unauthorized(_) => "unauthorized",
             ProxyError::Forbidden { .. } => "forbidden",
             ProxyError::PaymentRequired { .. } => "insufficient_credits",
+            ProxyError::PaymentRefused(_) => "payment_required",
             ProxyError::RateLimited(_) => "rate_limited",
             ProxyError::LimitsUnavailable => "limits_unavailable",
             ProxyError::Store(StoreError::Unavailable(_)) => "store_unavailable",

@@ -153,6 +153,7 @@ mod tests {
             access: Default::default(),
             price: None,
             payment: None,
+            x402: None,
         }
     }
 

@@ -38,13 +38,8 @@ fn stack(auth: Option<&str>) -> Stack {
 }
 
 impl Stack {
-    /// A fresh account holding `amount` of the token (and no ETH).
     fn payer(&self, amount: u128) -> Account {
-        let payer = self.chain.new_account();
-        if amount > 0 {
-            self.chain.mint(&payer.address, amount);
-        }
-        payer
+        self.chain.funded_account(amount)
     }
 
     fn start_job(&self) -> Call {

@@ -247,11 +247,58 @@ pub struct AuthMetadataEntry {
     pub scopes: Option<Vec<Spanned<String>>>,
 }
 
-/// A route's `payment`: one rail, named by its key.
+/// A route's `payment`: the rail interlingua pays the agent on (`masumi`), and what it takes
+/// from clients that pay on the wire (`accept`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PaymentEntry {
     pub masumi: Option<Spanned<MasumiEntry>>,
+    pub accept: Option<Spanned<AcceptEntry>>,
+}
+
+/// `payment.accept`: the rails a client may pay this route on, instead of holding a plan.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptEntry {
+    pub x402: Option<Spanned<X402AcceptEntry>>,
+}
+
+/// `payment.accept.x402`: the facilitator that verifies and settles, and the offers.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct X402AcceptEntry {
+    /// The facilitator's base URL (`/verify` and `/settle` below it).
+    pub facilitator: Spanned<String>,
+    /// The variable holding the facilitator's `Authorization` header value, if it wants one.
+    pub facilitator_auth_env: Option<Spanned<String>>,
+    pub offers: Spanned<Vec<Spanned<X402OfferEntry>>>,
+}
+
+/// One `payment.accept.x402.offers` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct X402OfferEntry {
+    /// `exact` or `upto`.
+    pub scheme: Spanned<String>,
+    /// CAIP-2 (`eip155:8453`).
+    pub network: Spanned<String>,
+    /// The token contract.
+    pub asset: Spanned<String>,
+    /// The token's EIP-712 domain name and version (`USDC`, `2`).
+    pub asset_name: Spanned<String>,
+    pub asset_version: Spanned<String>,
+    /// The operator's address.
+    pub pay_to: Spanned<String>,
+    /// `exact`: the price of a call, in the asset's atomic units.
+    pub per_call: Option<Spanned<u64>>,
+    /// `upto`: the price of a completed step, and the most one task may cost.
+    pub per_step: Option<Spanned<u64>>,
+    pub max: Option<Spanned<u64>>,
+    /// `upto`: the facilitator's address (its `/supported` names it), which the client's
+    /// authorisation lets settle.
+    pub facilitator_address: Option<Spanned<String>>,
+    /// How long a client's authorisation must stay valid (default 300s).
+    pub max_timeout: Option<Spanned<String>>,
 }
 
 /// `payment.masumi`: the operator's Masumi payment service (the purchaser side).

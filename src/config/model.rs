@@ -402,6 +402,7 @@ impl Price {
             min: self.min,
             max: self.max,
             failed: self.failed,
+            per_task: false,
         }
     }
 }
@@ -538,6 +539,62 @@ pub struct Route {
     pub price: Option<Price>,
     /// The service interlingua pays the agent through, when the agent charges on its own rail.
     pub payment: Option<PaymentService>,
+    /// What a client may pay with x402 instead of presenting a token.
+    pub x402: Option<X402Accept>,
+}
+
+/// A route's `payment.accept.x402`: where payments are verified and settled, and what it asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct X402Accept {
+    /// The facilitator's base URL, without a trailing slash.
+    pub facilitator: String,
+    /// The `Authorization` header the facilitator is called with.
+    pub facilitator_auth: Option<String>,
+    /// At most one per scheme and network.
+    pub offers: Vec<X402Offer>,
+}
+
+/// How an x402 payment is settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum X402Scheme {
+    /// One fixed amount per call, authorised by EIP-3009 and settled at the call.
+    Exact,
+    /// A signed maximum (through Permit2); what the task's completed steps cost, up to it, is
+    /// settled once when the task ends.
+    Upto,
+}
+
+impl X402Scheme {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            X402Scheme::Exact => "exact",
+            X402Scheme::Upto => "upto",
+        }
+    }
+}
+
+/// One offer of a route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct X402Offer {
+    pub scheme: X402Scheme,
+    /// CAIP-2, e.g. `eip155:8453`.
+    pub network: String,
+    /// The token contract, `0x` and 40 hex digits.
+    pub asset: String,
+    /// The token's EIP-712 domain: the client signs over it, and the chain checks it.
+    pub asset_name: String,
+    pub asset_version: String,
+    /// Who is paid: the operator's address.
+    pub pay_to: String,
+    /// Atomic units of `asset` per call (`exact`), or the most one task may cost (`upto`): what
+    /// the client authorises. At most `i64::MAX`, the ledger's range.
+    pub amount: u64,
+    /// `upto`: what each completed step costs (0 for `exact`).
+    pub per_step: u64,
+    /// `upto`: the facilitator's address, named in the requirements' `extra`.
+    pub facilitator_address: Option<String>,
+    /// How long a client's authorisation is valid (`maxTimeoutSeconds`).
+    pub max_timeout_seconds: u64,
 }
 
 /// A payment service on the operator's account, through which interlingua buys jobs from agents.

@@ -572,6 +572,7 @@ fn routes(
         let access = access::access(r, &path, auth, p);
         let price = access::price(r, &path, p);
         let payment = payment::payment(r, &path, p);
+        let x402 = payment::x402(r, &path, p);
         if let (Some(Some(_)), Some(a)) = (&price, &access) {
             if !a.auth {
                 p.at(
@@ -591,6 +592,7 @@ fn routes(
             Some(access),
             Some(price),
             Some(payment),
+            Some(x402),
         ) = (
             upstream,
             front,
@@ -601,10 +603,19 @@ fn routes(
             access,
             price,
             payment,
+            x402,
         )
         else {
             continue;
         };
+        if x402.is_some() && front == Dialect::Passthrough {
+            p.at(
+                r.payment.as_ref().map(|s| s.span()),
+                format!("{path}.payment.accept.x402"),
+                "a passthrough route forwards requests it does not read: x402 needs a front dialect, whose creates it can price and whose errors it can write",
+            );
+            continue;
+        }
         if let Some((j, earlier)) = out.iter().find(|(_, e)| shadows(&e.matcher, &matcher)) {
             p.at(
                 Some(r.matcher.path_prefix.span()),
@@ -642,6 +653,7 @@ fn routes(
                 access,
                 price,
                 payment,
+                x402,
             },
         ));
     }

@@ -5,7 +5,8 @@
 //! - each step that completes is captured once, ever, at the step price the task was created
 //!   under (kept on the task: [`mapping::task::StepPrice`]): the route's `price.step`, or the cost the
 //!   agent reports, clamped to [`min`, `max`]; a failed step costs `price.failed` (default 0); a
-//!   back without steps of its own (MIP-003) is charged once, for its final step;
+//!   back without steps of its own (MIP-003), or a task priced as a whole (`per_task`: an x402
+//!   `exact` payment), is charged once, for its final step;
 //! - a capture comes out of the task's hold first, then out of the available balance, and never
 //!   takes the balance below zero (what could not be covered is noted on the row);
 //! - when the task ends, what is left of its hold is released.
@@ -42,7 +43,7 @@ pub fn captures(
     steps
         .iter()
         .filter(|s| finished.contains(&s.id))
-        .filter(|s| source == StepSource::Native || s.is_last)
+        .filter(|s| (source == StepSource::Native && !price.per_task) || s.is_last)
         .map(|s| Capture {
             step_id: s.id.clone(),
             amount: step_cost(price, s),

@@ -31,6 +31,7 @@ mod stream;
 pub mod translation;
 pub mod views;
 pub mod watch;
+mod x402;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -76,6 +77,8 @@ pub struct Translated {
     pub access: Access,
     /// The service interlingua pays the agent through, when the route names one.
     pub payment: Option<crate::config::PaymentService>,
+    /// What a client may pay with x402 instead of presenting a token.
+    pub x402: Option<crate::config::X402Accept>,
     /// The key the mappings' `seal`/`unseal` use (`[server] seal_key_env`, or one per process).
     pub seal_key: Arc<[u8]>,
 }
@@ -105,9 +108,11 @@ impl Translated {
             settings: route.translation.clone(),
             upstream,
             price: route.price.clone(),
-            owned: route.access.auth,
+            // A payer's tasks are theirs as a token holder's are.
+            owned: route.access.auth || route.x402.is_some(),
             access: route.access.clone(),
             payment: route.payment.clone(),
+            x402: route.x402.clone(),
             seal_key,
         }
     }
@@ -190,6 +195,10 @@ pub struct Cx<'a> {
     /// The client's trace context (requests; none for the watcher's calls).
     pub trace: Option<&'a ClientTrace>,
     pub spent: &'a mut Spent,
+    /// The x402 payment this request brought, verified, when it creates a task with it.
+    pub paid: Option<&'a crate::payment::x402::accept::Verified>,
+    /// The `PAYMENT-RESPONSE` the answer carries (a settlement made for this request).
+    pub receipt: Option<String>,
 }
 
 /// What one request cost: time waiting for upstreams, credits charged.
@@ -256,13 +265,6 @@ impl Engine {
         spent: &mut Spent,
         echo: &mut Value,
     ) -> Result<FrontResponse, ProxyError> {
-        let mut cx = Cx {
-            request_id: req.request_id,
-            identity: req.identity,
-            trace: Some(req.trace),
-            spent,
-        };
-        let cx = &mut cx;
         let body = if req.body.iter().all(u8::is_ascii_whitespace) {
             None
         } else {
@@ -289,30 +291,45 @@ impl Engine {
         if let Some(r) = translation::read_echo(&t.front, &msg, &t.front_ctx())? {
             *echo = r;
         }
-        if let Some(identity) = cx.identity {
-            // `request.subject`: who is calling, for what a front binds to its caller (a sealed
-            // session, a continuation).
-            if !echo.is_object() {
-                *echo = Value::Object(Map::new());
-            }
-            if let Value::Object(o) = echo {
-                o.insert(
-                    "subject".to_string(),
-                    Value::String(identity.subject.clone()),
-                );
-            }
+        if let Some(identity) = req.identity {
+            echo_subject(echo, identity);
         }
         let base_url = msg
             .header("host")
             .map(|h| format!("{}://{h}{}", req.scheme, req.prefix.trim_end_matches('/')));
         if !t.front.request_checks.is_empty() {
-            let request = mapping::dialect::doc::request(echo, cx.request_id, None);
+            let request = mapping::dialect::doc::request(echo, req.request_id, None);
             let agent = ops::agent(t, req.prefix, base_url.clone());
             let doc = Canonical::empty().with_request(request).with_agent(&agent);
             translation::check(&t.front.request_checks, &doc, &t.front_ctx())?;
         }
         let (fop, mut doc) =
             translation::read_front(&t.front, &t.front_ctx(), req.method, req.path, &mut msg)?;
+        // Who a request without a token is, on a route that takes x402 (engine/x402.rs).
+        let resource = format!("{}{}", base_url.as_deref().unwrap_or(""), req.path);
+        let admission = self
+            .admit_payment(t, fop.op, &msg, req.identity, &resource)
+            .await?;
+        let payer = match &admission {
+            x402::Admission::Free => None,
+            x402::Admission::Payer(id) => Some(id.clone()),
+            x402::Admission::Paid(v) => Some(v.identity()),
+        };
+        if let Some(id) = &payer {
+            echo_subject(echo, id);
+        }
+        let mut cx = Cx {
+            request_id: req.request_id,
+            identity: payer.as_ref().or(req.identity),
+            trace: Some(req.trace),
+            spent,
+            paid: match &admission {
+                x402::Admission::Paid(v) => Some(&**v),
+                _ => None,
+            },
+            receipt: None,
+        };
+        let cx = &mut cx;
         // What the operation's own rules read into `request.*` (a bearer token an answer hands
         // back) joins what the `[request]` rules read.
         let request = mapping::dialect::doc::request(echo, cx.request_id, doc.request());
@@ -398,6 +415,7 @@ impl Engine {
                         .flatten(),
                 },
             };
+            headers.extend(receipt(cx));
             let events = stream::start(self.clone(), t.clone(), fop, target, out, cx);
             return Ok(FrontResponse {
                 status: fop.status,
@@ -405,7 +423,9 @@ impl Engine {
                 body: Body::Events(events),
             });
         }
-        full_answer(fop, &out, &t.front_ctx())
+        let mut answer = full_answer(fop, &out, &t.front_ctx())?;
+        answer.headers.extend(receipt(cx));
+        Ok(answer)
     }
 
     /// Calls operation `op` of the back with the canonical document `doc`; returns what the
@@ -817,6 +837,27 @@ fn full_answer(fop: &Op, doc: &dyn Doc, ctx: &Context<'_>) -> Result<FrontRespon
     })
 }
 
+/// `request.subject`: who is calling, for what a front binds to its caller (a sealed session, a
+/// continuation).
+fn echo_subject(echo: &mut Value, identity: &Identity) {
+    if !echo.is_object() {
+        *echo = Value::Object(Map::new());
+    }
+    if let Value::Object(o) = echo {
+        o.insert(
+            "subject".to_string(),
+            Value::String(identity.subject.clone()),
+        );
+    }
+}
+
+/// The `PAYMENT-RESPONSE` header of a settlement this request made (x402).
+fn receipt(cx: &Cx<'_>) -> Option<(String, String)> {
+    cx.receipt
+        .clone()
+        .map(|r| (crate::payment::x402::wire::PAYMENT_RESPONSE.to_string(), r))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -856,6 +897,8 @@ mod tests {
             identity: None,
             trace: None,
             spent: &mut spent,
+            paid: None,
+            receipt: None,
         };
         let h = request_header(&op.method, &path, &t, &msg, None, &cx, &Span::none())
             .expect("a header");

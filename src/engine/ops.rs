@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use tracing::Instrument;
 
 use super::views::patch_of;
-use super::{translation, Cx, Engine, Spent, Translated};
+use super::{translation, x402, Cx, Engine, Spent, Translated};
 use crate::auth::Identity;
 use crate::config::Validation;
 use crate::credits;
@@ -67,21 +67,63 @@ impl Engine {
             task.subject = Some(id.subject.clone());
             task.plan = id.plan.clone();
         }
-        task.price = t.price.as_ref().map(crate::config::Price::step_price);
+        task.price = match cx.paid {
+            Some(paid) => Some(x402::price_of(paid)),
+            None => t.price.as_ref().map(crate::config::Price::step_price),
+        };
         let back_op = self.choose_create(t, &task, cx).await?;
         if t.back.forms(Operation::CreateTask).nth(1).is_some() {
             task.back_form = Some(back_op.key.clone());
         }
         // The task row, and the credits it holds, exist before anything happens upstream: nothing
-        // is started that interlingua does not know about, or that the plan cannot pay for.
-        let hold = match (&t.price, cx.identity) {
-            (Some(price), Some(id)) => Some(Hold {
+        // is started that interlingua does not know about, or that the plan cannot pay for. A
+        // payment holds what it authorised, out of the grant its sale made.
+        let hold = match (cx.paid, &t.price, cx.identity) {
+            (Some(paid), _, Some(id)) => Some(Hold {
+                plan: id.plan.clone().unwrap_or_default(),
+                subject: id.subject.clone(),
+                amount: paid.offer.amount,
+            }),
+            (None, Some(price), Some(id)) => Some(Hold {
                 plan: id.plan.clone().unwrap_or_default(),
                 subject: id.subject.clone(),
                 amount: price.hold,
             }),
             _ => None,
         };
+        let Some(paid) = cx.paid else {
+            return self
+                .create_held(t, fop, request, task, hold, back_op, None, cx)
+                .await;
+        };
+        let sale = paid.sale(&task.id, now);
+        self.open_sale(t, &sale, &paid.resource).await?;
+        let reference = sale.reference.clone();
+        let created = self
+            .create_held(t, fop, request, task, hold, back_op, Some(sale), cx)
+            .await;
+        if created.is_err() {
+            // Nothing was settled: what the sale granted goes back (as far as the task's hold
+            // was released; a hold still open is released to the payer when its task ends).
+            self.void_sale(&reference, "the create failed before it was paid")
+                .await;
+        }
+        created
+    }
+
+    /// The rest of a create, from storing the task with its hold on.
+    #[allow(clippy::too_many_arguments)]
+    async fn create_held(
+        self: &Arc<Self>,
+        t: &Arc<Translated>,
+        fop: &Op,
+        request: Decoded,
+        task: mapping::task::Task,
+        hold: Option<Hold>,
+        back_op: &Op,
+        sale: Option<store::Sale>,
+        cx: &mut Cx<'_>,
+    ) -> Result<Canonical<'static>, ProxyError> {
         self.store
             .insert_with_hold(&task, hold.as_ref())
             .instrument(self.store_span("insert_with_hold"))
@@ -105,7 +147,12 @@ impl Engine {
         let waits = fop.waits(&request, &t.front_ctx()) && fop.stream.is_none();
 
         if back_op.returns == Returns::Result && !waits {
-            // The back answers only when done: run it in the background, answer with the task now.
+            // The back answers only when done: run it in the background, answer with the task now
+            // (paid for first: the answer is the create's 2xx).
+            let stored = match sale {
+                Some(sale) => self.collect(t, stored, sale, cx).await?,
+                None => stored,
+            };
             let engine = self.clone();
             let t2 = t.clone();
             let task = stored.task.clone();
@@ -151,6 +198,9 @@ impl Engine {
             // Boxed, and only where a rail is: its future is large (see `handle`).
             stored = Box::pin(self.pay_for(t, stored, cx)).await?;
         }
+        if let Some(sale) = sale {
+            stored = Box::pin(self.collect(t, stored, sale, cx)).await?;
+        }
         if !stored.task.status.is_terminal() {
             if let Some(w) = self.watcher.get().and_then(std::sync::Weak::upgrade) {
                 w.watch(&stored.task.id, t);
@@ -172,6 +222,8 @@ impl Engine {
             identity: caller.identity,
             trace: caller.trace,
             spent: &mut spent,
+            paid: None,
+            receipt: None,
         };
         let back_doc = Canonical::back(&stored.task);
         let answer = self
@@ -357,6 +409,8 @@ impl Engine {
             identity: None,
             trace: None,
             spent: &mut spent,
+            paid: None,
+            receipt: None,
         };
         self.cancel_stored(t, stored, &mut cx).await
     }
@@ -417,6 +471,8 @@ impl Engine {
             identity: None,
             trace: None,
             spent: &mut spent,
+            paid: None,
+            receipt: None,
         };
         if let Err(e) = self.cancel_on_back(t, &stored.task, &mut cx).await {
             tracing::warn!(task = %stored.task.id, route = %t.route, "cancelling an expired task on the agent failed: {e}");
@@ -806,6 +862,13 @@ impl Engine {
                     cx.spent.charged += settled.captured;
                     self.metrics.credits("captured", settled.captured);
                     self.metrics.credits("released", settled.released);
+                    if task.status.is_terminal()
+                        && !stored.task.status.is_terminal()
+                        && x402::paid_task(&task)
+                    {
+                        // Its hold released: what it owes is settled now, once.
+                        Box::pin(self.close_sales(t, &task)).await;
+                    }
                     return match unstorable {
                         Some(e) => Err(e),
                         None => Ok(Stored { task, version }),
@@ -863,6 +926,8 @@ impl Engine {
             identity: None,
             trace: None,
             spent: &mut spent,
+            paid: None,
+            receipt: None,
         };
         let patch = TaskPatch {
             status: Some(Status::Failed),

@@ -149,6 +149,8 @@ impl Follow<'_> {
                 identity: self.identity,
                 trace: self.trace,
                 spent: &mut spent,
+                paid: None,
+                receipt: None,
             };
             // A client watching the stream waits for the next event: followed as closely as a
             // client waiting for the result.

@@ -315,6 +315,8 @@ impl Watcher {
             identity: None,
             trace: None,
             spent: &mut spent,
+            paid: None,
+            receipt: None,
         };
         match self.engine.refresh(t, stored, &mut cx).await {
             Ok(s) if s.task.status.is_terminal() => None,

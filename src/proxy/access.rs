@@ -1,5 +1,6 @@
 //! Who may call a route, and how often: the bearer token, the plan, the rate limits. All of it is
-//! checked in `request_filter`, before any byte goes upstream.
+//! checked in `request_filter`, before any byte goes upstream; a payment (x402) instead of a
+//! token is the engine's to check, once the request is read.
 
 use pingora::proxy::Session;
 use tracing::{Instrument, Span};
@@ -25,7 +26,14 @@ pub async fn check(
     ctx: &mut RequestCtx,
     public: bool,
 ) -> Result<(), ProxyError> {
-    if route.access.auth && !public {
+    // On a route that also takes x402, a request without a token may be a payment: the engine
+    // decides once it knows the operation (`engine/x402.rs`).
+    let payable = route.x402.is_some()
+        && !session
+            .req_header()
+            .headers
+            .contains_key(http::header::AUTHORIZATION);
+    if route.access.auth && !public && !payable {
         let span = trace::auth(&ctx.span);
         let identity = authenticate(live, route, session)
             .instrument(span.clone())

@@ -100,6 +100,7 @@ fn keeps_connection(err: &ProxyError) -> bool {
         | ProxyError::Refused { .. }
         | ProxyError::Unsupported { .. }
         | ProxyError::PaymentRequired { .. }
+        | ProxyError::PaymentRefused(_)
         | ProxyError::TaskFailed { .. }
         | ProxyError::Store(_)
         | ProxyError::Unauthorized(_)
@@ -178,6 +179,18 @@ fn error_headers(err: &ProxyError, resource: Option<&Challenge>) -> Vec<(&'stati
             vec![("www-authenticate", challenge(REALM, &params))]
         }
         ProxyError::MethodNotAllowed { allow, .. } => vec![("allow", allow.to_string())],
+        // x402 v2 HTTP transport (`specs/transports-v2/http.md`): what to pay, and, after a
+        // failed settlement, its outcome.
+        ProxyError::PaymentRefused(r) => std::iter::once((
+            crate::payment::x402::wire::PAYMENT_REQUIRED,
+            r.required.clone(),
+        ))
+        .chain(
+            r.response
+                .clone()
+                .map(|v| (crate::payment::x402::wire::PAYMENT_RESPONSE, v)),
+        )
+        .collect(),
         ProxyError::RateLimited(r) => vec![
             ("retry-after", r.retry_after_secs().to_string()),
             ("ratelimit-policy", r.policy_header()),

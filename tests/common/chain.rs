@@ -51,8 +51,9 @@ pub struct Account {
 /// A running anvil with the tests' token deployed; killed when dropped.
 pub struct Chain {
     anvil: Child,
-    // Drained by a thread of its own: anvil logs every RPC call, and a full pipe would stall it.
-    _log: Receiver<String>,
+    // Drained by a thread of its own: anvil logs every RPC call, and a full pipe would stall it
+    // (behind a mutex only so that a chain can be shared between threads).
+    _log: std::sync::Mutex<Receiver<String>>,
     port: u16,
     token: String,
     accounts: Vec<Account>,
@@ -96,7 +97,7 @@ impl Chain {
         };
         let mut chain = Chain {
             anvil: child,
-            _log: log,
+            _log: std::sync::Mutex::new(log),
             port,
             token: String::new(),
             accounts: Vec::new(),
@@ -147,6 +148,15 @@ impl Chain {
             address: made["address"].as_str().expect("address").to_string(),
             key: made["key"].as_str().expect("key").to_string(),
         }
+    }
+
+    /// A fresh account holding `amount` of the token (and no ETH).
+    pub fn funded_account(&self, amount: u128) -> Account {
+        let account = self.new_account();
+        if amount > 0 {
+            self.mint(&account.address, amount);
+        }
+        account
     }
 
     /// Mints `amount` atomic units (6 decimals) of the token to `to`, in a mined transaction.

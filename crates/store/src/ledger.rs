@@ -120,6 +120,17 @@ pub fn grant(
     balance(c, a)
 }
 
+/// Takes back up to `amount` granted to `a` that it was never owed (an authorisation that was
+/// not settled), as far as the available balance has it: a revoke never takes a balance below
+/// zero. Returns what was taken.
+pub fn revoke(c: &Connection, a: &Account, amount: i64, note: &str) -> Result<i64, StoreError> {
+    let taken = amount.min(balance(c, a)?.available()).max(0);
+    if taken > 0 {
+        grant(c, a, -taken, Some(note))?;
+    }
+    Ok(taken)
+}
+
 /// Holds credits for a new task (the caller has checked the balance in the same transaction).
 pub fn hold(c: &Connection, task: &str, a: &Account, amount: u64) -> Result<(), StoreError> {
     let amount = amount as i64;

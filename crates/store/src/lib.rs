@@ -10,6 +10,7 @@
 //! | `rows`      | the tasks table's SQL; a row that cannot be read is ended, not retried |
 //! | `ledger`    | the ledger's SQL: a hold in the transaction that checks the balance, one capture per (task, step) |
 //! | [`purchases`] | payments made on an agent's own rail, on the operator's account |
+//! | [`sales`] | payments a client made to interlingua on a rail (x402), and the ledger rows they move |
 //! | `writer`    | SQLite's one thread every write goes through, committing writes in groups (PostgreSQL's is `postgres::writer`) |
 //! | `readers`   | the read connections beside it |
 //! | `reports`   | what the operator's console reads: accounts, a task's ledger rows, spend per route and day |
@@ -29,6 +30,7 @@ pub mod purchases;
 mod readers;
 mod reports;
 mod rows;
+pub mod sales;
 pub mod store;
 #[cfg(test)]
 mod throughput;
@@ -42,6 +44,7 @@ pub use migrations::{Migrated, Migrations};
 pub use open::{migrate, open, Location};
 pub use postgres::{PgConfig, PgStore};
 pub use purchases::{Purchase, PurchaseState};
+pub use sales::{Sale, SaleState};
 pub use store::{
     Leases, PoolStatus, SqliteStore, StoreError, Stored, TaskQuery, TaskStore, Unfinished,
 };

@@ -14,7 +14,8 @@
 //! whose writer runs the same plan in Rust); v5 the ledger's indexes by task and by kind and
 //! time (the operator's console: a task's rows, the spend per route and day); v6 those two
 //! replaced by one on the captures' time alone (every create writes three ledger rows, and
-//! each index cost each row an insert: bench/README.md, "Where the CPU went").
+//! each index cost each row an insert: bench/README.md, "Where the CPU went"); v7 the sales
+//! table (payments clients made on a rail of their own, x402).
 
 use rusqlite::Connection;
 
@@ -49,7 +50,8 @@ fn migration(backend: Backend, n: u32) -> String {
         (4, Backend::Sqlite) => "",
         (4, Backend::Postgres) => V4_POSTGRES,
         (5, _) => V5,
-        (_, _) => V6,
+        (6, _) => V6,
+        (_, _) => V7,
     };
     let types: [(&str, &str); 5] = match backend {
         Backend::Sqlite => [
@@ -204,8 +206,26 @@ DROP INDEX IF EXISTS ledger_by_kind;
 CREATE INDEX ledger_captures_by_time ON ledger (at) WHERE kind = 'capture';
 ";
 
+/// v7: sales, what clients paid on a rail of their own (x402), keyed by the payment itself so
+/// that one payment is one sale however often it is presented; found by task, and the open
+/// ones (to settle at their deadline, or after a crash) by state.
+const V7: &str = "
+CREATE TABLE sales (
+    reference  TEXT PRIMARY KEY,
+    task_id    TEXT NOT NULL,
+    rail       TEXT NOT NULL,
+    state      TEXT NOT NULL,
+    deadline   TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    doc        TEXT NOT NULL
+);
+CREATE INDEX sales_by_task ON sales (task_id);
+CREATE INDEX sales_open ON sales (deadline) WHERE state IN ('authorised', 'settling');
+";
+
 /// The newest version this build knows (the same for both backends).
-pub const SUPPORTED: u32 = 6;
+pub const SUPPORTED: u32 = 7;
 
 /// What to do at `found`: `Ok(None)` nothing, `Ok(Some(from))` apply after `from`.
 pub(crate) fn judge(found: u32, mode: Migrations) -> Result<Option<u32>, StoreError> {

@@ -94,16 +94,22 @@ pub(crate) struct Record {
 impl Record {
     /// The record of `p`; [`StoreError::TooDeep`] if it could not be read back.
     pub(crate) fn new(p: &Purchase) -> Result<Record, StoreError> {
-        let doc = mapping::depth::readable_json(p).map_err(|e| match e {
-            Unwritable::TooDeep(deep) => deep.into(),
-            Unwritable::Json(e) => StoreError::Backend(format!("encoding purchase: {e}")),
-        })?;
+        let doc = document(p, "purchase")?;
         Ok(Record {
             created_at: format_rfc3339_offset(p.created_at),
             updated_at: format_rfc3339_offset(p.updated_at),
             doc,
         })
     }
+}
+
+/// A record's JSON document, as a table's `doc` column keeps it; [`StoreError::TooDeep`] if it
+/// could not be read back.
+pub(crate) fn document<T: Serialize>(value: &T, what: &str) -> Result<String, StoreError> {
+    mapping::depth::readable_json(value).map_err(|e| match e {
+        Unwritable::TooDeep(deep) => deep.into(),
+        Unwritable::Json(e) => StoreError::Backend(format!("encoding {what}: {e}")),
+    })
 }
 
 /// A stored purchase's document, decoded.

@@ -19,6 +19,7 @@ use super::migrations::Migrations;
 use super::purchases::Purchase;
 use super::readers::Readers;
 use super::rows::{self, Row, Unreadable};
+use super::sales::Sale;
 use super::writer::Writer;
 pub use crate::credits::{
     Account, AccountQuery, AccountSummary, Audit, Balance, DaySpend, HeldTask, Hold, LedgerRow,
@@ -170,6 +171,18 @@ pub trait TaskStore: Send + Sync {
     async fn save_purchase(&self, purchase: &Purchase) -> Result<(), StoreError>;
     /// The purchases made for a task.
     async fn purchases(&self, task_id: &str) -> Result<Vec<Purchase>, StoreError>;
+    /// Records a new sale and grants what it authorises to the payer's account, in one
+    /// transaction; [`StoreError::Duplicate`] (and nothing written) when its reference is known.
+    async fn open_sale(&self, sale: &Sale) -> Result<(), StoreError>;
+    /// Records a sale's new state and, in the same transaction, revokes `revoke` granted but
+    /// not settled.
+    async fn save_sale(&self, sale: &Sale, revoke: u64) -> Result<(), StoreError>;
+    /// The sale with this reference.
+    async fn sale(&self, reference: &str) -> Result<Option<Sale>, StoreError>;
+    /// The sales of a task, oldest first.
+    async fn sales(&self, task_id: &str) -> Result<Vec<Sale>, StoreError>;
+    /// The sales not yet final, oldest first.
+    async fn open_sales(&self) -> Result<Vec<Sale>, StoreError>;
 
     // The operator's console: reads only, each a bounded number of statements.
 
@@ -633,6 +646,36 @@ impl TaskStore for SqliteStore {
         let id = task_id.to_string();
         self.read(false, move |c| super::purchases::of_task(c, &id))
             .await
+    }
+
+    async fn open_sale(&self, sale: &Sale) -> Result<(), StoreError> {
+        let sale = sale.clone();
+        self.writer
+            .run(move |c| super::sales::open(c, &sale).map(|_| ()))
+            .await
+    }
+
+    async fn save_sale(&self, sale: &Sale, revoke: u64) -> Result<(), StoreError> {
+        let sale = sale.clone();
+        self.writer
+            .run(move |c| super::sales::save(c, &sale, revoke))
+            .await
+    }
+
+    async fn sale(&self, reference: &str) -> Result<Option<Sale>, StoreError> {
+        let reference = reference.to_string();
+        self.read(false, move |c| super::sales::get(c, &reference))
+            .await
+    }
+
+    async fn sales(&self, task_id: &str) -> Result<Vec<Sale>, StoreError> {
+        let id = task_id.to_string();
+        self.read(false, move |c| super::sales::of_task(c, &id))
+            .await
+    }
+
+    async fn open_sales(&self) -> Result<Vec<Sale>, StoreError> {
+        self.read(false, super::sales::open_sales).await
     }
 
     async fn accounts(

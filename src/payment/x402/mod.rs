@@ -1,10 +1,17 @@
-//! x402: being paid by clients (and, later, paying agents) with signed token transfers that a
+//! x402: being paid by clients (and paying agents) with signed token transfers that a
 //! facilitator verifies and settles on chain (<https://github.com/coinbase/x402>, version 2).
 //!
-//! What is here so far: the wire documents and their headers ([`wire`]), and a route's offers
-//! with the check that a client's payment is one of them ([`offer`]). The route's config, the
-//! 402 answer in each front's dialect, the facilitator's calls and the settlements through the
-//! ledger build on these (`docs/payments.md` says what a route can take today).
+//! | module | what it is |
+//! |---|---|
+//! | [`wire`] | the documents and their headers (`PAYMENT-REQUIRED`, `PAYMENT-SIGNATURE`, `PAYMENT-RESPONSE`), the facilitator's bodies and answers |
+//! | [`offer`] | a route's offers as `accepts` entries, and the check that a payment is one of them |
+//! | [`accept`] | a client's payment read, verified and settled through the facilitator; the sale it opens |
+//! | [`sign`] | the payer's side: a wallet and the EIP-712 signatures of `exact` (EIP-3009, Permit2) and `upto` (Permit2) payloads |
+//!
+//! When each scheme's money moves (the hold, the settlement, what a failed task gives back) is
+//! the engine's: `engine/x402.rs`. `docs/payments.md` explains both to operators.
 
+pub mod accept;
 pub mod offer;
+pub mod sign;
 pub mod wire;

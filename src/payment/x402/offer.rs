@@ -11,44 +11,7 @@ use serde_json::{Map, Value};
 
 use super::wire::{Requirements, Resource};
 
-/// How the price of a request is settled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scheme {
-    /// One fixed amount per call, authorised by EIP-3009 and settled once, at the call.
-    Exact,
-    /// A signed maximum (through Permit2); what the task's completed steps cost, up to it, is
-    /// settled once when the task ends.
-    Upto,
-}
-
-impl Scheme {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scheme::Exact => "exact",
-            Scheme::Upto => "upto",
-        }
-    }
-}
-
-/// One offer of a route, as its config names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Offer {
-    pub scheme: Scheme,
-    /// CAIP-2, e.g. `eip155:8453`.
-    pub network: String,
-    /// The token contract, `0x` and 40 hex digits.
-    pub asset: String,
-    /// The token's EIP-712 domain: the client signs over it, and the chain checks it.
-    pub asset_name: String,
-    pub asset_version: String,
-    /// Who is paid: the operator's address.
-    pub pay_to: String,
-    /// Atomic units of `asset` per call (`exact`), or the maximum a client authorises for one
-    /// task (`upto`).
-    pub amount: u128,
-    /// How long a client's authorisation is valid (`maxTimeoutSeconds`).
-    pub max_timeout_seconds: u64,
-}
+pub use crate::config::{X402Offer as Offer, X402Scheme as Scheme};
 
 impl Offer {
     /// The offer as an `accepts` entry of `PAYMENT-REQUIRED`.
@@ -61,6 +24,9 @@ impl Offer {
                 "assetTransferMethod".into(),
                 Value::String("permit2".to_string()),
             );
+            if let Some(address) = &self.facilitator_address {
+                extra.insert("facilitatorAddress".into(), Value::String(address.clone()));
+            }
         }
         Requirements {
             scheme: self.scheme.as_str().to_string(),
@@ -157,6 +123,8 @@ mod tests {
             asset_version: "2".to_string(),
             pay_to: "0x28f5aA1a4DDCEa8Ad9cb4b4B2Ad0c87e05D1B335".to_string(),
             amount: 10_000,
+            per_step: 0,
+            facilitator_address: None,
             max_timeout_seconds: 300,
         }
     }
@@ -165,6 +133,7 @@ mod tests {
         Offer {
             scheme: Scheme::Upto,
             amount: 30_000,
+            per_step: 10_000,
             ..exact()
         }
     }

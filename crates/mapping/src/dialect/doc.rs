@@ -807,6 +807,7 @@ mod tests {
                 min: 0,
                 max: 0,
                 failed: 0,
+                per_task: false,
             }),
         }
     }

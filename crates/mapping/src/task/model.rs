@@ -275,6 +275,10 @@ pub struct StepPrice {
     /// What a failed step costs.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub failed: u64,
+    /// `step` is the price of the task as a whole, charged once, for its final step, whatever
+    /// steps the back reports (a payment of one price per call).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub per_task: bool,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -425,6 +429,7 @@ mod tests {
             min: 0,
             max: u64::MAX,
             failed: 0,
+            per_task: false,
         };
         let text = serde_json::to_string(&plain).unwrap();
         assert_eq!(text, r#"{"step":1}"#);
@@ -442,6 +447,7 @@ mod tests {
             min: 1,
             max: 5,
             failed: 2,
+            per_task: false,
         };
         let text = serde_json::to_string(&agents).unwrap();
         assert_eq!(

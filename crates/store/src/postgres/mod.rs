@@ -7,6 +7,7 @@
 //! | `rows`      | the tasks table's SQL, leases and refresh claims |
 //! | `ledger`    | the ledger's SQL: the hold in the transaction that checks the balance, with the account's row locked |
 //! | `purchases` | the purchases table's SQL |
+//! | `sales` | the sales table's SQL, with the ledger rows a sale moves |
 //! | `reports`   | what the operator's console reads: accounts, a task's ledger rows, spend per route and day |
 //! | `writer`    | the group commit of a create's writes (holds, updates, settlements) |
 //! | `settle.sql`| migration v4: a settlement, and an update with its settlement, as one statement each |
@@ -25,6 +26,7 @@ mod ledger;
 mod purchases;
 mod reports;
 mod rows;
+mod sales;
 mod writer;
 
 use std::time::Duration;
@@ -40,6 +42,7 @@ use crate::credits::{
 use crate::migrations::{Migrated, Migrations};
 use crate::purchases::Purchase;
 use crate::rows::{Row, Unreadable};
+use crate::sales::Sale;
 use crate::store::{Leases, PoolStatus, StoreError, Stored, TaskQuery, TaskStore, Unfinished};
 use mapping::task::Task;
 use writer::{Write, Writer, Written};
@@ -288,6 +291,24 @@ impl PgStore {
         Ok(balance)
     }
 
+    /// Opens a sale and grants what it authorises, in one transaction.
+    async fn open_sale_once(&self, sale: &Sale) -> Result<(), Fail> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        sales::open(&tx, sale).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Records a sale's state and revokes what was not settled, in one transaction.
+    async fn save_sale_once(&self, sale: &Sale, revoke: u64) -> Result<(), Fail> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        sales::save(&tx, sale, revoke).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// Ends a task whose document cannot be read, and releases its hold, in one transaction
     /// (as [`SqliteStore`](crate::SqliteStore) does).
     async fn end_unreadable_once(&self, u: &Unreadable) -> Result<Option<Stored>, Fail> {
@@ -456,6 +477,26 @@ impl TaskStore for PgStore {
 
     async fn purchases(&self, task_id: &str) -> Result<Vec<Purchase>, StoreError> {
         attempt!(with_client!(self, c => purchases::of_task(&c, task_id)))
+    }
+
+    async fn open_sale(&self, sale: &Sale) -> Result<(), StoreError> {
+        attempt!(self.open_sale_once(sale))
+    }
+
+    async fn save_sale(&self, sale: &Sale, revoke: u64) -> Result<(), StoreError> {
+        attempt!(self.save_sale_once(sale, revoke))
+    }
+
+    async fn sale(&self, reference: &str) -> Result<Option<Sale>, StoreError> {
+        attempt!(with_client!(self, c => sales::get(&c, reference)))
+    }
+
+    async fn sales(&self, task_id: &str) -> Result<Vec<Sale>, StoreError> {
+        attempt!(with_client!(self, c => sales::of_task(&c, task_id)))
+    }
+
+    async fn open_sales(&self) -> Result<Vec<Sale>, StoreError> {
+        attempt!(with_client!(self, c => sales::open_sales(&c)))
     }
 
     async fn accounts(

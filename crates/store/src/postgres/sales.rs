@@ -1,0 +1,111 @@
+//! The sales table's SQL on PostgreSQL (see [`crate::sales`]), run in the caller's transaction
+//! with the ledger rows a sale moves.
+
+use deadpool_postgres::GenericClient;
+
+use super::{ledger, Fail};
+use crate::sales::{self as shared, Sale};
+use crate::store::StoreError;
+
+/// Inserts `s` ([`StoreError::Duplicate`] when its reference is known) and grants what it
+/// authorises.
+pub(super) async fn open(c: &impl GenericClient, s: &Sale) -> Result<(), Fail> {
+    let r = shared::Record::new(s)?;
+    let stmt = c
+        .prepare_cached(
+            "INSERT INTO sales (reference, task_id, rail, state, deadline, created_at, updated_at, doc)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (reference) DO NOTHING",
+        )
+        .await?;
+    let n = c
+        .execute(
+            &stmt,
+            &[
+                &s.reference,
+                &s.task_id,
+                &s.rail,
+                &s.state.name(),
+                &r.deadline,
+                &r.created_at,
+                &r.updated_at,
+                &r.doc,
+            ],
+        )
+        .await?;
+    if n == 0 {
+        return Err(StoreError::Duplicate(s.reference.clone()).into());
+    }
+    ledger::grant(
+        c,
+        &s.account(),
+        s.authorised as i64,
+        Some(&shared::note(s, "authorised")),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Writes `s` over its earlier record and revokes `revoke` (as far as the balance has it).
+pub(super) async fn save(c: &impl GenericClient, s: &Sale, revoke: u64) -> Result<(), Fail> {
+    let r = shared::Record::new(s)?;
+    let stmt = c
+        .prepare_cached(
+            "UPDATE sales SET state = $2, deadline = $3, updated_at = $4, doc = $5 WHERE reference = $1",
+        )
+        .await?;
+    c.execute(
+        &stmt,
+        &[
+            &s.reference,
+            &s.state.name(),
+            &r.deadline,
+            &r.updated_at,
+            &r.doc,
+        ],
+    )
+    .await?;
+    if revoke > 0 {
+        let account = s.account();
+        let available = ledger::balance(c, &account, true).await?.available();
+        let taken = (revoke as i64).min(available).max(0);
+        if taken > 0 {
+            ledger::grant(c, &account, -taken, Some(&shared::note(s, "not settled"))).await?;
+        }
+    }
+    Ok(())
+}
+
+/// The sale with this reference.
+pub(super) async fn get(c: &impl GenericClient, reference: &str) -> Result<Option<Sale>, Fail> {
+    let stmt = c
+        .prepare_cached("SELECT doc FROM sales WHERE reference = $1")
+        .await?;
+    let row = c.query_opt(&stmt, &[&reference]).await?;
+    Ok(row.map(|r| shared::decode(r.get(0))).transpose()?)
+}
+
+/// The sales of a task, oldest first.
+pub(super) async fn of_task(c: &impl GenericClient, task_id: &str) -> Result<Vec<Sale>, Fail> {
+    let stmt = c
+        .prepare_cached("SELECT doc FROM sales WHERE task_id = $1 ORDER BY created_at")
+        .await?;
+    let rows = c.query(&stmt, &[&task_id]).await?;
+    Ok(rows
+        .iter()
+        .map(|r| shared::decode(r.get(0)))
+        .collect::<Result<_, _>>()?)
+}
+
+/// The sales not yet final, oldest first.
+pub(super) async fn open_sales(c: &impl GenericClient) -> Result<Vec<Sale>, Fail> {
+    let stmt = c
+        .prepare_cached(
+            "SELECT doc FROM sales WHERE state IN ('authorised', 'settling') ORDER BY created_at",
+        )
+        .await?;
+    let rows = c.query(&stmt, &[]).await?;
+    Ok(rows
+        .iter()
+        .map(|r| shared::decode(r.get(0)))
+        .collect::<Result<_, _>>()?)
+}

@@ -1,0 +1,324 @@
+//! x402 in the engine: who may use a route that takes payments, and when each scheme's money
+//! moves through the ledger.
+//!
+//! ```text
+//! request without a token ─ gate ─ no payment ───────────────► 402 PAYMENT-REQUIRED
+//!                                  a payment ─ offer? verify ─► create: sale opened (grant),
+//!                                                               task held as a plan's would be
+//!                                  a known sale's payment ────► the payer, for their tasks
+//! exact: settled when the create answers 2xx; the ledger captures it when the task completes,
+//!        a task that fails gives it back to the payer's balance here (released, not on chain)
+//! upto:  steps captured as they complete, up to the signed maximum; one settlement of their
+//!        sum when the task ends (none for 0); what was authorised and not settled is revoked
+//! ```
+//!
+//! The sale is recorded before a settlement is sent and after its answer (`store::sales`).
+
+use chrono::Utc;
+
+use super::{Cx, Engine, Translated};
+use crate::auth::Identity;
+use crate::error::ProxyError;
+use crate::payment::x402::accept::{self, Refusal, Verified, PLAN_PREFIX};
+use crate::payment::x402::offer::Scheme;
+use crate::payment::x402::wire::{self, PAYMENT_SIGNATURE};
+use mapping::dialect::Message;
+use mapping::task::{Operation, StepPrice, Task, TaskPatch};
+use store::{Sale, SaleState, StoreError, Stored};
+
+/// What the gate decided for a request on a route that takes x402.
+pub(super) enum Admission {
+    /// Nothing to do: no x402 here, a token holder, or an operation anyone may call.
+    Free,
+    /// The payer of a known sale, for their own tasks.
+    Payer(Identity),
+    /// A new payment, verified: it pays for the task this request creates.
+    Paid(Box<Verified>),
+}
+
+fn refused(r: Refusal) -> ProxyError {
+    ProxyError::PaymentRefused(Box::new(r))
+}
+
+impl Engine {
+    /// Decides who a request without a token is, on a route that takes x402. Operations that
+    /// describe the agent are free; a create needs a new payment; the rest need the payment
+    /// that created the caller's task (its `PAYMENT-SIGNATURE` again), as a token holder
+    /// presents their token again.
+    pub(super) async fn admit_payment(
+        &self,
+        t: &Translated,
+        op: Operation,
+        msg: &Message,
+        identity: Option<&Identity>,
+        url: &str,
+    ) -> Result<Admission, ProxyError> {
+        let Some(accept) = &t.x402 else {
+            return Ok(Admission::Free);
+        };
+        if identity.is_some()
+            || matches!(
+                op,
+                Operation::Describe | Operation::Availability | Operation::InputSchema
+            )
+        {
+            return Ok(Admission::Free);
+        }
+        let Some(header) = msg.header(PAYMENT_SIGNATURE) else {
+            return Err(refused(accept::refusal(
+                accept,
+                url,
+                402,
+                "payment_required",
+                "this route takes x402 payments: pay one of the offers in PAYMENT-REQUIRED and send it as PAYMENT-SIGNATURE".to_string(),
+            )));
+        };
+        let (payload, offer) = accept::read(accept, url, header).map_err(refused)?;
+        let known = match accept::reference(&payload) {
+            Some(r) => self.store.sale(&r).await.map_err(ProxyError::Store)?,
+            None => None,
+        };
+        match (op, known) {
+            (Operation::CreateTask, Some(_)) => Err(refused(accept::refusal(
+                accept,
+                url,
+                402,
+                "payment_already_used",
+                "this payment has paid for a task already: sign a new one".to_string(),
+            ))),
+            (_, Some(sale)) => Ok(Admission::Payer(accept::identity(
+                &sale.network,
+                &sale.payer,
+                &sale.asset,
+            ))),
+            (Operation::CreateTask | Operation::ProvideInput, None) => {
+                let verified = accept::verify(&self.client, accept, url, payload, offer)
+                    .await
+                    .map_err(refused)?;
+                Ok(Admission::Paid(Box::new(verified)))
+            }
+            (_, None) => Err(refused(accept::refusal(
+                accept,
+                url,
+                402,
+                "payment_unknown",
+                "this payment paid for no task here: present the payment that created your task, or pay to create one".to_string(),
+            ))),
+        }
+    }
+}
+
+/// What a task paid with `v` costs: `exact` the call's price once, for the task as a whole;
+/// `upto` each completed step, up to the signed maximum (the hold).
+pub(super) fn price_of(v: &Verified) -> StepPrice {
+    match v.offer.scheme {
+        Scheme::Exact => StepPrice {
+            step: v.offer.amount,
+            from_agent: false,
+            min: 0,
+            max: u64::MAX,
+            failed: 0,
+            per_task: true,
+        },
+        Scheme::Upto => StepPrice {
+            step: v.offer.per_step,
+            from_agent: false,
+            min: 0,
+            max: u64::MAX,
+            failed: 0,
+            per_task: false,
+        },
+    }
+}
+
+/// Whether `task` was paid for with x402 (its account is a payer's).
+pub(super) fn paid_task(task: &Task) -> bool {
+    task.plan
+        .as_deref()
+        .is_some_and(|p| p.starts_with(PLAN_PREFIX))
+}
+
+impl Engine {
+    /// Opens the sale of a create's payment, before its task is stored: a payment presented
+    /// twice at once opens one sale; the other create is refused and holds nothing.
+    pub(super) async fn open_sale(
+        &self,
+        t: &Translated,
+        sale: &Sale,
+        url: &str,
+    ) -> Result<(), ProxyError> {
+        match self.store.open_sale(sale).await {
+            Ok(()) => Ok(()),
+            Err(StoreError::Duplicate(_)) => Err(match &t.x402 {
+                Some(accept) => refused(accept::refusal(
+                    accept,
+                    url,
+                    402,
+                    "payment_already_used",
+                    "this payment has paid for a task already: sign a new one".to_string(),
+                )),
+                None => ProxyError::Internal("a sale on a route without x402".to_string()),
+            }),
+            Err(e) => Err(ProxyError::Store(e)),
+        }
+    }
+
+    /// Settles an `exact` sale when its create is about to answer 2xx (its authorisation
+    /// expires long before a slow task ends). A refused settlement fails the task (its hold
+    /// released) and answers 402 with the settlement's outcome.
+    pub(super) async fn collect(
+        &self,
+        t: &Translated,
+        stored: Stored,
+        sale: Sale,
+        cx: &mut Cx<'_>,
+    ) -> Result<Stored, ProxyError> {
+        let (Some(accept), Some(paid)) = (&t.x402, cx.paid) else {
+            return Ok(stored);
+        };
+        let url = paid.resource.clone();
+        let url = url.as_str();
+        if sale.scheme != Scheme::Exact.as_str() {
+            return Ok(stored);
+        }
+        let amount = sale.authorised;
+        let (sale, answer) = self.settle_sale(accept, sale, amount).await?;
+        let receipt = answer.as_ref().map(wire::encode_header);
+        match sale.state {
+            SaleState::Settled => {
+                cx.receipt = receipt;
+                Ok(stored)
+            }
+            _ => {
+                let why = sale
+                    .detail
+                    .clone()
+                    .unwrap_or_else(|| "the settlement failed".to_string());
+                let patch = TaskPatch {
+                    status: Some(mapping::task::Status::Failed),
+                    reason: Some("payment".to_string()),
+                    message: Some(format!("the payment could not be settled: {why}")),
+                    ..TaskPatch::default()
+                };
+                let _ = self.apply(t, stored, patch, cx).await?;
+                self.store
+                    .save_sale(&sale, sale.authorised)
+                    .await
+                    .map_err(ProxyError::Store)?;
+                let reason = answer
+                    .as_ref()
+                    .and_then(|a| a.error_reason.clone())
+                    .unwrap_or_else(|| "unexpected_settle_error".to_string());
+                let mut r = accept::refusal(
+                    accept,
+                    url,
+                    402,
+                    &reason,
+                    format!("the payment could not be settled: {why}"),
+                );
+                r.response = receipt;
+                Err(refused(r))
+            }
+        }
+    }
+
+    /// Records the sale as settling, asks the facilitator, records what it said (a settled
+    /// sale keeps its grant; a failed one is saved by the caller, who decides the revoke).
+    async fn settle_sale(
+        &self,
+        accept: &crate::config::X402Accept,
+        mut sale: Sale,
+        amount: u64,
+    ) -> Result<(Sale, Option<wire::SettleResponse>), ProxyError> {
+        sale.state = SaleState::Settling;
+        sale.updated_at = Utc::now();
+        self.store
+            .save_sale(&sale, 0)
+            .await
+            .map_err(ProxyError::Store)?;
+        let (sale, answer) = accept::settle(&self.client, accept, sale, amount, Utc::now()).await;
+        if sale.state == SaleState::Settled {
+            // What was authorised beyond what was settled goes back (upto).
+            let unsettled = sale.authorised.saturating_sub(amount);
+            self.store
+                .save_sale(&sale, unsettled)
+                .await
+                .map_err(ProxyError::Store)?;
+        }
+        Ok((sale, answer))
+    }
+
+    /// Voids a create's sale that was never settled (the create failed before it answered):
+    /// what it granted is taken back, as far as the task's hold was released.
+    pub(super) async fn void_sale(&self, reference: &str, why: &str) {
+        let Ok(Some(mut sale)) = self.store.sale(reference).await else {
+            return;
+        };
+        if sale.state != SaleState::Authorised {
+            return;
+        }
+        sale.state = SaleState::Void;
+        sale.detail = Some(why.to_string());
+        sale.updated_at = Utc::now();
+        if let Err(e) = self.store.save_sale(&sale, sale.authorised).await {
+            tracing::error!(sale = %sale.reference, "voiding a sale failed: {e}");
+        }
+    }
+
+    /// Settles what a paid task owes now that it has ended: an `upto` sale the sum of the
+    /// steps captured (nothing for 0); an `exact` sale still unsettled (a crash between its
+    /// create and its settlement) its price if the task started upstream, else nothing.
+    pub(super) async fn close_sales(&self, t: &Translated, task: &Task) {
+        let Some(accept) = &t.x402 else {
+            return;
+        };
+        let sales = match self.store.sales(&task.id).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(task = %task.id, "reading a task's sales failed: {e}");
+                return;
+            }
+        };
+        for sale in sales
+            .into_iter()
+            .filter(|s| s.state == SaleState::Authorised)
+        {
+            let owed = if sale.scheme == Scheme::Upto.as_str() {
+                match self.store.ledger_of_task(&task.id).await {
+                    Ok(rows) => rows
+                        .iter()
+                        .filter(|r| r.kind == "capture")
+                        .map(|r| r.amount.max(0) as u64)
+                        .sum::<u64>()
+                        .min(sale.authorised),
+                    Err(e) => {
+                        tracing::error!(task = %task.id, "reading a task's ledger failed: {e}");
+                        continue;
+                    }
+                }
+            } else if task.upstream_id.is_some() {
+                sale.authorised
+            } else {
+                0
+            };
+            if owed == 0 {
+                self.void_sale(&sale.reference, "nothing was owed: no step completed")
+                    .await;
+                continue;
+            }
+            match self.settle_sale(accept, sale, owed).await {
+                Ok((s, _)) if s.state == SaleState::Settled => {
+                    tracing::info!(task = %task.id, sale = %s.reference, amount = owed, transaction = s.transaction.as_deref().unwrap_or(""), "x402 payment settled");
+                }
+                Ok((s, _)) => {
+                    tracing::warn!(task = %task.id, sale = %s.reference, "x402 settlement failed: {}", s.detail.as_deref().unwrap_or(""));
+                    let unsettled = s.authorised;
+                    if let Err(e) = self.store.save_sale(&s, unsettled).await {
+                        tracing::error!(sale = %s.reference, "recording a failed settlement failed: {e}");
+                    }
+                }
+                Err(e) => tracing::error!(task = %task.id, "settling a sale failed: {e}"),
+            }
+        }
+    }
+}

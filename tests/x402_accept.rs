@@ -1,0 +1,358 @@
+//! Being paid with x402 through the real proxy: a client with a wallet pays a route instead of
+//! holding a plan. The client is the official x402 SDK's (Python, x402 2.25.0, its httpx
+//! transport), the facilitator the SDK's own on a local anvil node, the money the tests' EIP-3009
+//! token (`tests/common/chain.rs`); the agent behind interlingua is the sample MIP-003 agent.
+//! What is asserted is what the chain and the ledger say: exact balances, the settlement's
+//! transaction, the sale and the payer's ledger rows.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use base64::Engine as _;
+use common::chain::{Account, Call, Chain, Facilitator, NETWORK, TOKEN_NAME, TOKEN_VERSION};
+use common::wait::eventually;
+use common::{client, config, sample_agent, Proxy};
+use serde_json::{json, Value};
+use store::{Account as Ledger, SaleState, SqliteStore, TaskStore};
+
+/// What one call costs: 0.01 of a 6-decimal token.
+const PRICE: u128 = 10_000;
+/// What a funded payer holds before paying.
+const FUNDS: u128 = 5_000_000;
+const DID: &str = "did:nv:0000000000000000000000000000000000000000000000000000000000000003";
+
+/// A chain with the SDK's facilitator, a sample MIP-003 agent, and interlingua in front of it
+/// with one route per front, each taking an `exact` payment of [`PRICE`] to `pay_to`.
+struct Stack {
+    proxy: Proxy,
+    pay_to: Account,
+    facilitator: Facilitator,
+    chain: Chain,
+}
+
+/// The routes: MIP-003 at `/mip`, Nevermined at `/nv`, OpenAI chat at `/chat`, all over the
+/// sample MIP-003 agent.
+fn routes(agent: SocketAddr, chain: &Chain, facilitator: &Facilitator, pay_to: &str) -> String {
+    let accept = format!(
+        r#"[routes.payment.accept.x402]
+facilitator = "{}"
+offers = [{{ scheme = "exact", network = "{NETWORK}", asset = "{}", asset_name = "{TOKEN_NAME}", asset_version = "{TOKEN_VERSION}", pay_to = "{pay_to}", per_call = {PRICE} }}]
+"#,
+        facilitator.url(),
+        chain.token()
+    );
+    let route = |name: &str, prefix: &str, front: &str, extra: &str| {
+        format!(
+            "[[routes]]\nname = \"{name}\"\nmatch = {{ path_prefix = \"{prefix}\" }}\nupstream = \"mip\"\n\
+             front = \"{front}\"\nback = \"mip003\"\npoll_interval = \"50ms\"\npoll_max_interval = \"100ms\"\n\
+             min_refresh = \"0s\"\n{extra}\n{accept}\n"
+        )
+    };
+    config(
+        "",
+        &format!(
+            "[[upstreams]]\nname = \"mip\"\naddress = \"{agent}\"\nread_timeout = \"10s\"\n\n{}{}{}",
+            route("mip", "/mip", "mip003", ""),
+            route("nv", "/nv", "nevermined", ""),
+            route("chat", "/chat", "openai_chat", "sync_timeout = \"20s\""),
+        ),
+    )
+}
+
+async fn stack() -> Stack {
+    let agent = sample_agent(samples::mip003::serve, Duration::from_millis(100)).await;
+    tokio::task::spawn_blocking(move || {
+        let chain = Chain::start();
+        let facilitator = Facilitator::start(&chain, None);
+        let pay_to = chain.new_account();
+        let proxy = Proxy::start(&routes(agent, &chain, &facilitator, &pay_to.address));
+        Stack {
+            proxy,
+            pay_to,
+            facilitator,
+            chain,
+        }
+    })
+    .await
+    .expect("the stack starts")
+}
+
+/// Runs blocking work (the SDK's client, the chain) off the runtime.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.expect("blocking work")
+}
+
+impl Stack {
+    fn payer(&self, amount: u128) -> Account {
+        self.chain.funded_account(amount)
+    }
+
+    fn balances(&self, payer: &Account) -> (u128, u128) {
+        (
+            self.chain.balance_of(&payer.address),
+            self.chain.balance_of(&self.pay_to.address),
+        )
+    }
+
+    /// Each front's create, as its clients send it.
+    fn creates(&self) -> Vec<(&'static str, Call)> {
+        vec![
+            (
+                "mip003",
+                Call::post(
+                    &self.proxy.url("/mip/start_job"),
+                    json!({"identifier_from_purchaser": "aabbccddeeff0011", "input_data": {"text": "hello"}}),
+                ),
+            ),
+            (
+                "nevermined",
+                Call::post(
+                    &self.proxy.url(&format!("/nv/api/v1/agents/{DID}/tasks")),
+                    json!({"input_query": "hello"}),
+                ),
+            ),
+            (
+                "openai_chat",
+                Call::post(
+                    &self.proxy.url("/chat/v1/chat/completions"),
+                    json!({"model": "m", "messages": [{"role": "user", "content": "hello"}]}),
+                ),
+            ),
+        ]
+    }
+
+    fn store(&self) -> SqliteStore {
+        SqliteStore::open(&self.proxy.data_dir()).expect("the store opens")
+    }
+}
+
+/// The payer's ledger account: CAIP-10 subject, one plan per token.
+fn account_of(chain: &Chain, payer: &Account) -> Ledger {
+    Ledger::new(
+        &format!("x402:{}", chain.token().to_ascii_lowercase()),
+        &format!("{NETWORK}:{}", payer.address.to_ascii_lowercase()),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unpaid_create_gets_402_with_the_offer_in_each_fronts_error_shape() {
+    let s = stack().await;
+    let s = std::sync::Arc::new(s);
+    for (front, call) in s.creates() {
+        let answer = blocking(move || call.send()).await;
+        assert_eq!(answer.status, 402, "{front}: {answer:?}");
+        let required = answer.payment_required.clone().expect("PAYMENT-REQUIRED");
+        assert_eq!(required["x402Version"], 2, "{front}: {required}");
+        assert_eq!(required["error"], "payment_required", "{front}: {required}");
+        assert_eq!(
+            required["accepts"],
+            json!([{
+                "scheme": "exact", "network": NETWORK, "amount": PRICE.to_string(),
+                "asset": s.chain.token(), "payTo": s.pay_to.address, "maxTimeoutSeconds": 300,
+                "extra": {"name": TOKEN_NAME, "version": TOKEN_VERSION},
+            }]),
+            "{front}"
+        );
+        assert!(
+            required["resource"]["url"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("http://127.0.0.1:")),
+            "{front}: {required}"
+        );
+        // The body is the front's own error document, naming what to do.
+        let text = answer.body.to_string();
+        assert!(text.contains("x402"), "{front}: {text}");
+        match front {
+            "openai_chat" => assert_eq!(answer.body["error"]["code"], "payment_required", "{text}"),
+            "mip003" => assert!(
+                answer.body["detail"].is_string() || answer.body["error"].is_object(),
+                "{text}"
+            ),
+            _ => assert!(answer.body.is_object(), "{text}"),
+        }
+    }
+    assert_eq!(
+        s.facilitator.calls(),
+        Vec::<String>::new(),
+        "nothing verified, nothing settled"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_pays_exact_through_each_front_and_the_chain_moves_the_price() {
+    let s = std::sync::Arc::new(stack().await);
+    for (front, call) in s.creates() {
+        let payer = s.payer(FUNDS);
+        let before = s.balances(&payer);
+        let paid = {
+            let (s, payer, call) = (s.clone(), payer.clone(), call.clone());
+            blocking(move || call.pay(&s.chain, &payer)).await
+        };
+        let created = if front == "nevermined" { 201 } else { 200 };
+        assert_eq!(paid.status, created, "{front}: {paid:?}");
+        assert_eq!(paid.sent, 2, "{front}: a 402, then the paid retry");
+        let receipt = paid.payment_response.clone().expect("PAYMENT-RESPONSE");
+        assert_eq!(receipt["success"], true, "{front}: {receipt}");
+        assert_eq!(receipt["network"], NETWORK);
+        assert!(
+            receipt["payer"]
+                .as_str()
+                .is_some_and(|p| p.eq_ignore_ascii_case(&payer.address)),
+            "{front}: {receipt}"
+        );
+        let tx = receipt["transaction"]
+            .as_str()
+            .expect("a transaction")
+            .to_string();
+        let on_chain = s.chain.receipt(&tx);
+        assert_eq!(on_chain["status"], "0x1", "{front}: {on_chain}");
+        assert_eq!(
+            s.balances(&payer),
+            (before.0 - PRICE, before.1 + PRICE),
+            "{front}: the payer paid the price, once, to the operator"
+        );
+        // The sale, and the ledger: the price granted and held, the task's own.
+        let store = s.store();
+        let account = account_of(&s.chain, &payer);
+        let history = store.history(&account, 20).await.expect("history");
+        let kinds: Vec<&str> = history.iter().rev().map(|r| r.kind.as_str()).collect();
+        assert_eq!(&kinds[..2], ["grant", "hold"], "{front}: {history:?}");
+        assert_eq!(history.last().map(|r| r.amount), Some(PRICE as i64));
+        let task_id = history
+            .iter()
+            .find(|r| r.kind == "hold")
+            .and_then(|r| r.task_id.clone())
+            .expect("the hold names its task");
+        let sales = store.sales(&task_id).await.expect("sales");
+        assert_eq!(sales.len(), 1, "{front}: {sales:?}");
+        assert_eq!(sales[0].state, SaleState::Settled, "{front}: {sales:?}");
+        assert_eq!(sales[0].settled, Some(PRICE as u64));
+        assert_eq!(sales[0].transaction.as_deref(), Some(tx.as_str()));
+        // When the task completes, its price is captured from the hold; nothing stays held.
+        let balance = eventually(&format!("{front}: the task to settle"), || {
+            let store = s.store();
+            let account = account.clone();
+            let proxy_poll = poll_as_payer(&s, front, &paid, &task_id);
+            async move {
+                proxy_poll.await;
+                let b = store.balance(&account).await.map_err(|e| e.to_string())?;
+                if b.held == 0 && b.captured == PRICE as i64 {
+                    Ok(b)
+                } else {
+                    Err(format!("{b:?}"))
+                }
+            }
+        })
+        .await;
+        assert_eq!(balance.granted, PRICE as i64, "{front}");
+        assert_eq!(balance.available(), 0, "{front}");
+    }
+}
+
+/// One poll of the payer's task, presenting the payment that created it, as a token holder
+/// presents their token again (the sample agent's jobs end by themselves; a poll refreshes).
+async fn poll_as_payer(s: &Stack, front: &str, paid: &common::chain::Paid, task_id: &str) {
+    let signature = paid
+        .payment_signature
+        .clone()
+        .expect("the paid request's signature");
+    let url = match front {
+        "mip003" => s.proxy.url(&format!("/mip/status?job_id={task_id}")),
+        "nevermined" => s
+            .proxy
+            .url(&format!("/nv/api/v1/agents/{DID}/tasks/{task_id}")),
+        // A chat completion waits for its task: nothing to poll.
+        _ => return,
+    };
+    let resp = client()
+        .get(url)
+        .header("payment-signature", signature)
+        .send()
+        .await
+        .expect("the poll is answered");
+    assert_eq!(resp.status(), 200, "{front}: {:?}", resp.text().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_a_changed_amount_or_a_poor_payer_is_refused_and_moves_nothing() {
+    let s = std::sync::Arc::new(stack().await);
+    let (_, call) = s.creates().remove(0);
+    let payer = s.payer(FUNDS);
+    let paid = {
+        let (s, payer, call) = (s.clone(), payer.clone(), call.clone());
+        blocking(move || call.pay(&s.chain, &payer)).await
+    };
+    assert_eq!(paid.status, 200, "{paid:?}");
+    let after_one = s.balances(&payer);
+    let signature = paid.payment_signature.clone().expect("signature");
+
+    // The same payment again: refused before anything is asked of the facilitator.
+    let replayed = {
+        let (call, sig) = (call.clone(), signature.clone());
+        blocking(move || call.replay(&sig)).await
+    };
+    assert_eq!(replayed.status, 402, "{replayed:?}");
+    let required = replayed.payment_required.clone().expect("PAYMENT-REQUIRED");
+    assert_eq!(required["error"], "payment_already_used", "{required}");
+    assert!(replayed.payment_response.is_none());
+
+    // The same authorisation with the price changed: not one of the offers.
+    let mut doc: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::STANDARD
+            .decode(&signature)
+            .expect("base64"),
+    )
+    .expect("JSON");
+    doc["accepted"]["amount"] = json!("1");
+    let changed = base64::engine::general_purpose::STANDARD.encode(doc.to_string());
+    let cheaper = {
+        let call = call.clone();
+        blocking(move || call.replay(&changed)).await
+    };
+    assert_eq!(cheaper.status, 402, "{cheaper:?}");
+    let required = cheaper.payment_required.clone().expect("PAYMENT-REQUIRED");
+    assert_eq!(
+        required["error"], "invalid_payment_requirements",
+        "{required}"
+    );
+    assert!(
+        cheaper.body.to_string().contains("amount"),
+        "{:?}",
+        cheaper.body
+    );
+
+    // A payer without the funds: the facilitator's reason, nothing held.
+    let poor = s.payer(0);
+    let refused = {
+        let (s, poor, call) = (s.clone(), poor.clone(), call.clone());
+        blocking(move || call.pay(&s.chain, &poor)).await
+    };
+    assert_eq!(refused.status, 402, "{refused:?}");
+    let required = refused.payment_required.clone().expect("PAYMENT-REQUIRED");
+    assert_eq!(
+        required["error"], "invalid_exact_evm_insufficient_balance",
+        "{required}"
+    );
+    assert_eq!(
+        s.balances(&payer),
+        after_one,
+        "nothing moved after the first payment"
+    );
+    let store = s.store();
+    let poor_rows = store
+        .history(&account_of(&s.chain, &poor), 10)
+        .await
+        .expect("history");
+    assert!(
+        poor_rows.is_empty(),
+        "nothing held for a refused payment: {poor_rows:?}"
+    );
+    let calls = s.facilitator.calls();
+    assert_eq!(
+        calls.iter().filter(|c| *c == "/settle").count(),
+        1,
+        "one settlement in all: {calls:?}"
+    );
+}
