@@ -32,9 +32,39 @@ struct Stack {
     chain: Chain,
 }
 
+/// The price of a step of an `upto` task, and the most one task may cost.
+const STEP: u128 = 1_000;
+const MAX: u128 = 10_000;
+
 /// The routes: MIP-003 at `/mip`, Nevermined at `/nv`, OpenAI chat at `/chat`, all over the
-/// sample MIP-003 agent.
-fn routes(agent: SocketAddr, chain: &Chain, facilitator: &Facilitator, pay_to: &str) -> String {
+/// sample MIP-003 agent, taking `exact`; Nevermined at `/upto` over the sample Nevermined agent
+/// (two steps a task, one when it fails), taking `upto`.
+fn routes(
+    agents: (SocketAddr, SocketAddr),
+    chain: &Chain,
+    facilitator: &Facilitator,
+    pay_to: &str,
+) -> String {
+    let (agent, nevermined) = agents;
+    let upto = format!(
+        r#"[[routes]]
+name = "upto"
+match = {{ path_prefix = "/upto" }}
+upstream = "nvm"
+front = "nevermined"
+back = "nevermined"
+vars.nevermined = {{ agent_did = "{DID}" }}
+poll_interval = "50ms"
+poll_max_interval = "100ms"
+min_refresh = "0s"
+[routes.payment.accept.x402]
+facilitator = "{}"
+offers = [{{ scheme = "upto", network = "{NETWORK}", asset = "{}", asset_name = "{TOKEN_NAME}", asset_version = "{TOKEN_VERSION}", pay_to = "{pay_to}", per_step = {STEP}, max = {MAX}, facilitator_address = "{}" }}]
+"#,
+        facilitator.url(),
+        chain.token(),
+        facilitator.address()
+    );
     let accept = format!(
         r#"[routes.payment.accept.x402]
 facilitator = "{}"
@@ -53,7 +83,8 @@ offers = [{{ scheme = "exact", network = "{NETWORK}", asset = "{}", asset_name =
     config(
         "",
         &format!(
-            "[[upstreams]]\nname = \"mip\"\naddress = \"{agent}\"\nread_timeout = \"10s\"\n\n{}{}{}",
+            "[[upstreams]]\nname = \"mip\"\naddress = \"{agent}\"\nread_timeout = \"10s\"\n\n\
+             [[upstreams]]\nname = \"nvm\"\naddress = \"{nevermined}\"\nread_timeout = \"10s\"\n\n{}{}{}{upto}",
             route("mip", "/mip", "mip003", ""),
             route("nv", "/nv", "nevermined", ""),
             route("chat", "/chat", "openai_chat", "sync_timeout = \"20s\""),
@@ -63,11 +94,18 @@ offers = [{{ scheme = "exact", network = "{NETWORK}", asset = "{}", asset_name =
 
 async fn stack() -> Stack {
     let agent = sample_agent(samples::mip003::serve, Duration::from_millis(100)).await;
+    let nevermined = sample_agent(samples::nevermined::serve, Duration::from_millis(200)).await;
     tokio::task::spawn_blocking(move || {
         let chain = Chain::start();
+        chain.enable_upto();
         let facilitator = Facilitator::start(&chain, None);
         let pay_to = chain.new_account();
-        let proxy = Proxy::start(&routes(agent, &chain, &facilitator, &pay_to.address));
+        let proxy = Proxy::start(&routes(
+            (agent, nevermined),
+            &chain,
+            &facilitator,
+            &pay_to.address,
+        ));
         Stack {
             proxy,
             pay_to,
@@ -354,5 +392,101 @@ async fn a_replay_a_changed_amount_or_a_poor_payer_is_refused_and_moves_nothing(
         calls.iter().filter(|c| *c == "/settle").count(),
         1,
         "one settlement in all: {calls:?}"
+    );
+}
+
+/// An `upto` task through the Nevermined front: the payer authorises [`MAX`]; the steps that
+/// complete are captured at [`STEP`] each; when the task ends, their sum is settled once, and
+/// what was authorised beyond it is taken back from the payer's account.
+async fn upto_task(s: &std::sync::Arc<Stack>, query: &str, steps: u128) {
+    let payer = s.payer(FUNDS);
+    {
+        let (s, payer) = (s.clone(), payer.clone());
+        blocking(move || s.chain.approve_permit2(&payer)).await;
+    }
+    let before = s.balances(&payer);
+    let call = Call::post(
+        &s.proxy.url(&format!("/upto/api/v1/agents/{DID}/tasks")),
+        json!({"input_query": query}),
+    );
+    let paid = {
+        let (s, payer) = (s.clone(), payer.clone());
+        blocking(move || call.pay(&s.chain, &payer)).await
+    };
+    assert_eq!(paid.status, 201, "{query}: {paid:?}");
+    assert!(
+        paid.payment_response.is_none(),
+        "{query}: nothing is settled before the task ends: {paid:?}"
+    );
+    let front_id = paid.body["task"]["task_id"]
+        .as_str()
+        .expect("the task's id")
+        .to_string();
+    let account = account_of(&s.chain, &payer);
+    let task_id = s
+        .store()
+        .history(&account, 10)
+        .await
+        .expect("history")
+        .iter()
+        .find_map(|r| r.task_id.clone())
+        .expect("the hold names its task");
+    let sale = eventually(&format!("{query}: the sale to close"), || {
+        let poll = poll_as_payer(s, "upto", &paid, &front_id);
+        let store = s.store();
+        let task_id = task_id.clone();
+        async move {
+            poll.await;
+            let sales = store.sales(&task_id).await.map_err(|e| e.to_string())?;
+            match sales.first() {
+                Some(sale) if sale.state.is_final() => Ok(sale.clone()),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+    let balance = s.store().balance(&account).await.expect("balance");
+    assert_eq!(
+        (balance.granted, balance.captured, balance.held),
+        ((steps * STEP) as i64, (steps * STEP) as i64, 0),
+        "{query}: {balance:?}"
+    );
+    if steps == 0 {
+        assert_eq!(sale.state, SaleState::Void, "{query}: {sale:?}");
+        assert_eq!(s.balances(&payer), before, "{query}: nothing settled");
+        return;
+    }
+    assert_eq!(sale.state, SaleState::Settled, "{query}: {sale:?}");
+    assert_eq!(sale.settled, Some((steps * STEP) as u64), "{query}");
+    let tx = sale
+        .transaction
+        .clone()
+        .expect("the settlement's transaction");
+    assert_eq!(s.chain.receipt(&tx)["status"], "0x1", "{query}");
+    assert_eq!(
+        s.balances(&payer),
+        (before.0 - steps * STEP, before.1 + steps * STEP),
+        "{query}: the steps' price, settled once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upto_settles_the_completed_steps_once_when_the_task_ends() {
+    let s = std::sync::Arc::new(stack().await);
+    // The sample Nevermined agent's task completes two steps (`init`, `work`); one that fails
+    // completes one.
+    upto_task(&s, "hello", 2).await;
+    upto_task(&s, "mode:fail", 1).await;
+    let settles = s
+        .facilitator
+        .log()
+        .iter()
+        .filter(|r| r["path"] == "/settle")
+        .map(|r| r["body"]["paymentRequirements"]["amount"].clone())
+        .collect::<Vec<_>>();
+    assert_eq!(
+        settles,
+        [json!((2 * STEP).to_string()), json!(STEP.to_string())],
+        "one settlement a task, of what its steps cost"
     );
 }

@@ -37,6 +37,8 @@ use super::DEADLINE;
 /// The CAIP-2 network of anvil's default chain id, 31337. The SDK's facilitator never compares a
 /// payment's network with its node's chain id, so a payment must name this one.
 pub const NETWORK: &str = "eip155:31337";
+/// Permit2's canonical address, through which `upto` payments move tokens.
+pub const PERMIT2: &str = "0x000000000022D473030F116dDEE9F6B43aC78BA3";
 /// The token's EIP-712 name and version: what a payment requirement's `extra` must say.
 pub const TOKEN_NAME: &str = "USDC";
 pub const TOKEN_VERSION: &str = "2";
@@ -148,6 +150,31 @@ impl Chain {
             address: made["address"].as_str().expect("address").to_string(),
             key: made["key"].as_str().expect("key").to_string(),
         }
+    }
+
+    /// Places Permit2 and x402's `upto` proxy at the addresses the SDK settles `upto` through
+    /// (`tests/peers/x402/Permit2.sol`); call once, before any `upto` payment.
+    pub fn enable_upto(&self) {
+        let placed = self.chain_script(&[
+            "upto".into(),
+            "--build".into(),
+            token_build().display().to_string(),
+            "--key".into(),
+            self.accounts[0].key.clone(),
+        ]);
+        assert_eq!(placed["permit2"], PERMIT2, "{placed}");
+    }
+
+    /// The payer's one-time approval of Permit2 for its tokens (with 1 ETH for the gas), which
+    /// an `upto` payment needs.
+    pub fn approve_permit2(&self, payer: &Account) {
+        self.chain_script(&[
+            "approve-permit2".into(),
+            "--token".into(),
+            self.token.clone(),
+            "--key".into(),
+            payer.key.clone(),
+        ]);
     }
 
     /// A fresh account holding `amount` of the token (and no ETH).

@@ -9,9 +9,11 @@
 //! tests. `$INTERLINGUA_X402_NODE`, if set, names such a directory, installed already, to use as
 //! it is.
 //!
-//! [`token_build`] compiles `tests/peers/x402/Token.sol` (the tests' EIP-3009 stablecoin) with
-//! that solc-js, once: the output is kept under `target/x402-token/<digest>/` (`Token.bin`,
-//! `Token.abi`), keyed by the digest of the source and of the lock that pins the compiler.
+//! [`token_build`] compiles the tests' contracts with that solc-js, once: `Token.sol` (the EIP-3009
+//! stablecoin) and `Permit2.sol` (Permit2's signature transfer and x402's `upto` proxy, for
+//! `upto` payments). The output is kept under `target/x402-token/<digest>/` (`Token`, `Permit2`
+//! and `UptoProxy`, each `.bin` and `.abi`), keyed by the digest of the sources and of the lock
+//! that pins the compiler.
 
 #![allow(dead_code)]
 
@@ -85,43 +87,67 @@ pub fn token_build() -> &'static Path {
     DIR.get_or_init(compile)
 }
 
+/// The tests' Solidity sources, and the contracts each holds.
+const SOURCES: [(&str, &[&str]); 2] = [
+    ("Token.sol", &["Token"]),
+    ("Permit2.sol", &["Permit2", "UptoProxy"]),
+];
+
 fn compile() -> PathBuf {
     let project = root().join("tests/peers/x402");
-    let source = std::fs::read(project.join("Token.sol")).expect("Token.sol");
     let lock = std::fs::read(project.join("package-lock.json")).expect("package-lock.json");
-    let digest = hex::encode(
-        &Sha256::new()
-            .chain_update(&source)
-            .chain_update(&lock)
-            .finalize()[..8],
-    );
+    let sources: Vec<(&str, Vec<u8>)> = SOURCES
+        .iter()
+        .map(|(file, _)| {
+            let text = std::fs::read(project.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+            (*file, text)
+        })
+        .collect();
+    let mut hasher = Sha256::new();
+    for (_, text) in &sources {
+        hasher.update(text);
+    }
+    let digest = hex::encode(&hasher.chain_update(&lock).finalize()[..8]);
     let builds = root().join("target/x402-token");
     let dir = builds.join(&digest);
-    if dir.join("Token.bin").exists() && dir.join("Token.abi").exists() {
+    let built = |dir: &Path| {
+        SOURCES
+            .iter()
+            .flat_map(|(_, cs)| cs.iter())
+            .all(|c| dir.join(format!("{c}.bin")).exists() && dir.join(format!("{c}.abi")).exists())
+    };
+    if built(&dir) {
         return dir;
     }
     // Built beside and renamed into place, so that a build cut short is never taken for one.
     std::fs::create_dir_all(&builds).expect("target/x402-token");
     let work = tempfile::tempdir_in(&builds).expect("a build directory");
-    std::fs::write(work.path().join("Token.sol"), &source).expect("copy Token.sol");
-    let out = Command::new(solcjs())
-        .args(["--bin", "--abi", "--optimize", "-o", ".", "Token.sol"])
-        .current_dir(work.path())
-        .output()
-        .expect("solcjs runs (it needs node on PATH)");
-    assert!(
-        out.status.success(),
-        "solcjs failed on Token.sol:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // solcjs names its output after the file and the contract.
-    for ext in ["bin", "abi"] {
-        std::fs::rename(
-            work.path().join(format!("Token_sol_Token.{ext}")),
-            work.path().join(format!("Token.{ext}")),
-        )
-        .unwrap_or_else(|e| panic!("solcjs wrote no Token_sol_Token.{ext}: {e}"));
+    for (file, text) in &sources {
+        std::fs::write(work.path().join(file), text).expect("copy a source");
+    }
+    for (file, contracts) in SOURCES {
+        let out = Command::new(solcjs())
+            .args(["--bin", "--abi", "--optimize", "-o", ".", file])
+            .current_dir(work.path())
+            .output()
+            .expect("solcjs runs (it needs node on PATH)");
+        assert!(
+            out.status.success(),
+            "solcjs failed on {file}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // solcjs names its output after the file and the contract.
+        let stem = file.trim_end_matches(".sol");
+        for contract in contracts {
+            for ext in ["bin", "abi"] {
+                std::fs::rename(
+                    work.path().join(format!("{stem}_sol_{contract}.{ext}")),
+                    work.path().join(format!("{contract}.{ext}")),
+                )
+                .unwrap_or_else(|e| panic!("solcjs wrote no {stem}_sol_{contract}.{ext}: {e}"));
+            }
+        }
     }
     let work = work.keep();
     if std::fs::rename(&work, &dir).is_err() {

@@ -16,6 +16,16 @@ stderr and exits non-zero.
                                             deployer's: the token lets only its deployer mint)
   x402_chain.py --rpc URL balance --token ADDR --of ADDR
       -> {"balance": N}                     the token's balanceOf(ADDR)
+  x402_chain.py --rpc URL upto --build DIR --key KEY
+      -> {"permit2": "0x…", "proxy": "0x…"} deploys DIR/Permit2.bin and DIR/UptoProxy.bin
+                                            (tests/peers/x402/Permit2.sol) and copies their code to
+                                            the addresses the x402 SDK settles `upto` through
+                                            (anvil_setCode): Permit2's canonical address and x402's
+                                            upto proxy's
+  x402_chain.py --rpc URL approve-permit2 --token ADDR --key KEY
+      -> {"transaction": "0x…"}             gives KEY's account 1 ETH (anvil_setBalance) and has it
+                                            approve Permit2 for all its tokens: the one-time step
+                                            a payer takes before paying by Permit2
 
 Transactions are signed here with the key given (legacy gas price from the node), sent raw, and
 waited for; a reverted one is an error. anvil mines each at once.
@@ -113,6 +123,50 @@ def balance(args):
     return {"balance": token.functions.balanceOf(Web3.to_checksum_address(args.of)).call()}
 
 
+# Where the x402 SDK (2.25.0, x402/mechanisms/evm/constants.py) expects the contracts.
+PERMIT2_ADDRESS = "0x000000000022D473030F116dDEE9F6B43aC78BA3"
+UPTO_PROXY_ADDRESS = "0x4020A4f3b7b90ccA423B9fabCc0CE57C6C240002"
+
+APPROVE_ABI = [
+    {
+        "type": "function",
+        "name": "approve",
+        "stateMutability": "nonpayable",
+        "inputs": [{"name": "spender", "type": "address"}, {"name": "value", "type": "uint256"}],
+        "outputs": [{"name": "", "type": "bool"}],
+    }
+]
+
+
+def upto(args):
+    w3 = web3(args.rpc)
+    account = Account.from_key(args.key)
+    placed = {}
+    for name, address in (("Permit2", PERMIT2_ADDRESS), ("UptoProxy", UPTO_PROXY_ADDRESS)):
+        with open(os.path.join(args.build, f"{name}.bin")) as f:
+            bytecode = f.read().strip()
+        tx = {"from": account.address, "data": "0x" + bytecode, "gasPrice": w3.eth.gas_price}
+        deployed = send(w3, account, tx)["contractAddress"]
+        code = w3.eth.get_code(deployed)
+        w3.provider.make_request("anvil_setCode", [address, code.to_0x_hex()])
+        if w3.eth.get_code(address) != code:
+            raise SystemExit(f"{name}'s code did not reach {address}")
+        placed[name] = address
+    return {"permit2": placed["Permit2"], "proxy": placed["UptoProxy"]}
+
+
+def approve_permit2(args):
+    w3 = web3(args.rpc)
+    account = Account.from_key(args.key)
+    w3.provider.make_request("anvil_setBalance", [account.address, hex(10**18)])
+    token = w3.eth.contract(address=Web3.to_checksum_address(args.token), abi=APPROVE_ABI)
+    tx = token.functions.approve(PERMIT2_ADDRESS, 2**256 - 1).build_transaction(
+        {"from": account.address, "gasPrice": w3.eth.gas_price, "nonce": 0}
+    )
+    receipt = send(w3, account, tx)
+    return {"transaction": receipt["transactionHash"].to_0x_hex()}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rpc", help="the node's JSON-RPC URL, e.g. http://127.0.0.1:8545")
@@ -138,6 +192,16 @@ def main():
     p.add_argument("--token", required=True)
     p.add_argument("--of", required=True)
     p.set_defaults(run=balance)
+
+    p = sub.add_parser("upto")
+    p.add_argument("--build", required=True, help="directory holding Permit2.bin and UptoProxy.bin")
+    p.add_argument("--key", required=True, help="the key that deploys them")
+    p.set_defaults(run=upto)
+
+    p = sub.add_parser("approve-permit2")
+    p.add_argument("--token", required=True)
+    p.add_argument("--key", required=True, help="the payer's private key")
+    p.set_defaults(run=approve_permit2)
 
     args = ap.parse_args()
     print(json.dumps(args.run(args)), flush=True)

@@ -12,7 +12,8 @@ Makes one request and prints one JSON line:
 `sent` counts the requests that went on the wire (2 when a 402 was paid).
 
 Modes:
-  --key KEY --asset ADDR   pay: the SDK client with KEY's account; its spend controls allow ADDR
+  --key KEY --asset ADDR   pay (`exact` or `upto`, whichever the 402 offers first): the SDK client
+                           with KEY's account; its spend controls allow ADDR
                            on --network up to --max-amount (by default the SDK pays only its known
                            assets, and a local chain's token is none of them)
   --signature SIG          replay: send the request once with PAYMENT-SIGNATURE: SIG, no paying
@@ -33,6 +34,7 @@ from eth_account import Account
 from x402 import x402Client
 from x402.http.clients.httpx import x402AsyncTransport
 from x402.mechanisms.evm.exact import register_exact_evm_client
+from x402.mechanisms.evm.upto import UptoEvmClientScheme
 
 
 class Recording(httpx.AsyncBaseTransport):
@@ -61,7 +63,11 @@ async def run(args):
     wire = Recording()
     if args.key:
         client = x402Client()
-        register_exact_evm_client(client, Account.from_key(args.key))
+        account = Account.from_key(args.key)
+        # Both on the network itself: a scheme registered for one network hides the wildcard's.
+        register_exact_evm_client(client, account, networks=args.network)
+        # `upto` has no register_* helper in 2.25.0: the scheme is registered by hand.
+        client.register(args.network, UptoEvmClientScheme(account))
         client.set_spend_controls(
             {
                 "allowed_assets": [
