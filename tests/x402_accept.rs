@@ -13,7 +13,8 @@ use std::time::Duration;
 use base64::Engine as _;
 use common::chain::{Account, Call, Chain, Facilitator, NETWORK, TOKEN_NAME, TOKEN_VERSION};
 use common::wait::eventually;
-use common::{client, config, sample_agent, Proxy};
+use common::{client, config, sample_agent, sample_agent_on, Proxy};
+use samples::Clock;
 use serde_json::{json, Value};
 use store::{Account as Ledger, SaleState, SqliteStore, TaskStore};
 
@@ -27,6 +28,8 @@ const DID: &str = "did:nv:000000000000000000000000000000000000000000000000000000
 /// with one route per front, each taking an `exact` payment of [`PRICE`] to `pay_to`.
 struct Stack {
     proxy: Proxy,
+    /// The clock of the agent behind `/soon`: its tasks stand still until the test moves it.
+    clock: Clock,
     pay_to: Account,
     facilitator: Facilitator,
     chain: Chain,
@@ -34,23 +37,26 @@ struct Stack {
 
 /// The price of a step of an `upto` task, and the most one task may cost.
 const STEP: u128 = 1_000;
+/// How long a task of the agent behind `/soon` takes, by its manual clock.
+const SLOW_WORK: Duration = Duration::from_secs(60);
 const MAX: u128 = 10_000;
 
 /// The routes: MIP-003 at `/mip`, Nevermined at `/nv`, OpenAI chat at `/chat`, all over the
 /// sample MIP-003 agent, taking `exact`; Nevermined at `/upto` over the sample Nevermined agent
 /// (two steps a task, one when it fails), taking `upto`.
 fn routes(
-    agents: (SocketAddr, SocketAddr),
+    agents: (SocketAddr, SocketAddr, SocketAddr),
     chain: &Chain,
     facilitator: &Facilitator,
     pay_to: &str,
 ) -> String {
-    let (agent, nevermined) = agents;
-    let upto = format!(
-        r#"[[routes]]
-name = "upto"
-match = {{ path_prefix = "/upto" }}
-upstream = "nvm"
+    let (agent, nevermined, slow) = agents;
+    let upto = |name: &str, upstream: &str, max_timeout: &str| {
+        format!(
+            r#"[[routes]]
+name = "{name}"
+match = {{ path_prefix = "/{name}" }}
+upstream = "{upstream}"
 front = "nevermined"
 back = "nevermined"
 vars.nevermined = {{ agent_did = "{DID}" }}
@@ -59,11 +65,17 @@ poll_max_interval = "100ms"
 min_refresh = "0s"
 [routes.payment.accept.x402]
 facilitator = "{}"
-offers = [{{ scheme = "upto", network = "{NETWORK}", asset = "{}", asset_name = "{TOKEN_NAME}", asset_version = "{TOKEN_VERSION}", pay_to = "{pay_to}", per_step = {STEP}, max = {MAX}, facilitator_address = "{}" }}]
+offers = [{{ scheme = "upto", network = "{NETWORK}", asset = "{}", asset_name = "{TOKEN_NAME}", asset_version = "{TOKEN_VERSION}", pay_to = "{pay_to}", per_step = {STEP}, max = {MAX}, facilitator_address = "{}", max_timeout = "{max_timeout}" }}]
 "#,
-        facilitator.url(),
-        chain.token(),
-        facilitator.address()
+            facilitator.url(),
+            chain.token(),
+            facilitator.address()
+        )
+    };
+    let upto = format!(
+        "{}\n[[upstreams]]\nname = \"slow\"\naddress = \"{slow}\"\nread_timeout = \"10s\"\n\n{}",
+        upto("upto", "nvm", "300s"),
+        upto("soon", "slow", "15s")
     );
     let accept = format!(
         r#"[routes.payment.accept.x402]
@@ -95,19 +107,22 @@ offers = [{{ scheme = "exact", network = "{NETWORK}", asset = "{}", asset_name =
 async fn stack() -> Stack {
     let agent = sample_agent(samples::mip003::serve, Duration::from_millis(100)).await;
     let nevermined = sample_agent(samples::nevermined::serve, Duration::from_millis(200)).await;
+    let clock = Clock::manual();
+    let slow = sample_agent_on(samples::nevermined::serve, SLOW_WORK, &clock).await;
     tokio::task::spawn_blocking(move || {
         let chain = Chain::start();
         chain.enable_upto();
         let facilitator = Facilitator::start(&chain, None);
         let pay_to = chain.new_account();
         let proxy = Proxy::start(&routes(
-            (agent, nevermined),
+            (agent, nevermined, slow),
             &chain,
             &facilitator,
             &pay_to.address,
         ));
         Stack {
             proxy,
+            clock,
             pay_to,
             facilitator,
             chain,
@@ -489,4 +504,101 @@ async fn upto_settles_the_completed_steps_once_when_the_task_ends() {
         [json!((2 * STEP).to_string()), json!(STEP.to_string())],
         "one settlement a task, of what its steps cost"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upto_settles_what_is_done_when_the_authorisation_is_about_to_expire() {
+    let s = std::sync::Arc::new(stack().await);
+    let payer = s.payer(FUNDS);
+    {
+        let (s, payer) = (s.clone(), payer.clone());
+        blocking(move || s.chain.approve_permit2(&payer)).await;
+    }
+    let before = s.balances(&payer);
+    let call = Call::post(
+        &s.proxy.url(&format!("/soon/api/v1/agents/{DID}/tasks")),
+        json!({"input_query": "slow"}),
+    );
+    let paid = {
+        let (s, payer) = (s.clone(), payer.clone());
+        blocking(move || call.pay(&s.chain, &payer)).await
+    };
+    assert_eq!(paid.status, 201, "{paid:?}");
+    // The first step completes; the task then works on, past the authorisation's 15 s.
+    s.clock.advance(SLOW_WORK / 3);
+    let front_id = paid.body["task"]["task_id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let account = account_of(&s.chain, &payer);
+    let task_id = s
+        .store()
+        .history(&account, 10)
+        .await
+        .expect("history")
+        .iter()
+        .find_map(|r| r.task_id.clone())
+        .expect("the hold names its task");
+    let sale = eventually("the sale to settle before its deadline", || {
+        let poll = poll_as_payer(&s, "soon", &paid, &front_id);
+        let store = s.store();
+        let task_id = task_id.clone();
+        async move {
+            poll.await;
+            let sales = store.sales(&task_id).await.map_err(|e| e.to_string())?;
+            match sales.first() {
+                Some(sale) if sale.state.is_final() => Ok(sale.clone()),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+    assert_eq!(sale.state, SaleState::Settled, "{sale:?}");
+    assert_eq!(
+        sale.settled,
+        Some(STEP as u64),
+        "one step was done: {sale:?}"
+    );
+    assert!(
+        chrono::Utc::now() < sale.deadline,
+        "settled before the deadline: {sale:?}"
+    );
+    assert_eq!(
+        s.balances(&payer),
+        (before.0 - STEP, before.1 + STEP),
+        "what was done by the deadline, settled once"
+    );
+    let task = s
+        .store()
+        .get(&task_id)
+        .await
+        .expect("get")
+        .expect("the task");
+    assert!(
+        !task.task.status.is_terminal(),
+        "the task works on: {:?}",
+        task.task.status
+    );
+    // The rest of the task is not paid for: nothing more is settled when it ends.
+    s.clock.advance(SLOW_WORK);
+    eventually("the task to end", || {
+        let poll = poll_as_payer(&s, "soon", &paid, &front_id);
+        let store = s.store();
+        let task_id = task_id.clone();
+        async move {
+            poll.await;
+            match store.get(&task_id).await {
+                Ok(Some(t)) if t.task.status.is_terminal() => Ok(()),
+                other => Err(format!("{:?}", other.map(|t| t.map(|t| t.task.status)))),
+            }
+        }
+    })
+    .await;
+    let sales = s.store().sales(&task_id).await.expect("sales");
+    assert_eq!(sales.len(), 1);
+    assert_eq!(sales[0].settled, Some(STEP as u64), "{sales:?}");
+    assert_eq!(s.balances(&payer), (before.0 - STEP, before.1 + STEP));
+    let balance = s.store().balance(&account).await.expect("balance");
+    assert_eq!(balance.held, 0, "{balance:?}");
+    assert!(balance.available() >= 0, "{balance:?}");
 }

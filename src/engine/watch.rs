@@ -30,6 +30,8 @@ use store::Unfinished;
 
 /// How many tasks are refreshed at the same time.
 const CONCURRENCY: usize = 16;
+/// The longest the open x402 sales go unlooked at while a route takes x402.
+const SALES_SWEEP: Duration = Duration::from_secs(5);
 /// How many tasks one claim takes at most (a dead instance's tasks come over in such batches).
 const CLAIM_BATCH: u32 = 1000;
 
@@ -127,6 +129,7 @@ impl Watcher {
         if self.engine.store.shared() {
             tokio::spawn(self.clone().keep_leases());
         }
+        tokio::spawn(self.clone().keep_sales());
         let permits = Arc::new(Semaphore::new(CONCURRENCY));
         loop {
             let next = self.queue.lock().due.peek().map(|Reverse((at, _))| *at);
@@ -197,6 +200,22 @@ impl Watcher {
             );
         }
         claimed
+    }
+
+    /// Sweeps the open sales of x402 payments (`engine/x402.rs`): at start-up (what a crash
+    /// left), then whenever one falls due, and at least every [`SALES_SWEEP`] while a route
+    /// takes x402 (a sale opened meanwhile may fall due sooner). Quiet while no route does.
+    async fn keep_sales(self: Arc<Self>) {
+        loop {
+            let next = if self.routes.load().values().any(|t| t.x402.is_some()) {
+                let routes = self.routes.load_full();
+                let route_of = move |name: &str| routes.get(name).cloned();
+                self.engine.sweep_sales(&route_of).await
+            } else {
+                None
+            };
+            tokio::time::sleep(next.unwrap_or(SALES_SWEEP).min(SALES_SWEEP)).await;
+        }
     }
 
     /// Every third of a lease: renews this instance's leases (dropping the tasks another

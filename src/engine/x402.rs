@@ -12,7 +12,15 @@
 //!        sum when the task ends (none for 0); what was authorised and not settled is revoked
 //! ```
 //!
-//! The sale is recorded before a settlement is sent and after its answer (`store::sales`).
+//! The sale is recorded before a settlement is sent and after its answer (`store::sales`). The
+//! watcher sweeps the open sales ([`Engine::sweep_sales`]): a sale whose task ended unsettled
+//! (a crash between the two) is closed; one whose authorisation is about to expire is settled
+//! for what its task owes by then; one caught settling by a crash is resolved by asking the
+//! facilitator to verify the payment again (a payment already settled no longer verifies: its
+//! nonce is spent on chain), so that nothing is sent twice.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::Utc;
 
@@ -231,6 +239,8 @@ impl Engine {
         amount: u64,
     ) -> Result<(Sale, Option<wire::SettleResponse>), ProxyError> {
         sale.state = SaleState::Settling;
+        // What is being settled, so that a crash before its answer knows what was sent.
+        sale.settled = Some(amount);
         sale.updated_at = Utc::now();
         self.store
             .save_sale(&sale, 0)
@@ -318,6 +328,149 @@ impl Engine {
                     }
                 }
                 Err(e) => tracing::error!(task = %task.id, "settling a sale failed: {e}"),
+            }
+        }
+    }
+}
+
+/// How long before an authorisation expires what its task owes is settled: a third of the
+/// authorisation's life, at most 30 s, and never less than [`FACILITATOR_BUFFER`] and a margin.
+const SETTLE_MARGIN: Duration = Duration::from_secs(30);
+/// The x402 SDK's facilitator refuses a Permit2 authorisation within 6 s of its deadline
+/// (`permit2_deadline_expired`, at verify and at settle: x402 2.25.0
+/// `mechanisms/evm/upto/permit2_utils.py`); 2 s more for the call to get there.
+const FACILITATOR_BUFFER: Duration = Duration::from_secs(8);
+
+/// When a sale must be settled, whatever its task is doing.
+fn settle_by(sale: &Sale) -> chrono::DateTime<Utc> {
+    let life = (sale.deadline - sale.created_at)
+        .to_std()
+        .unwrap_or_default();
+    let margin = SETTLE_MARGIN.min(life / 3).max(FACILITATOR_BUFFER);
+    sale.deadline - chrono::Duration::from_std(margin).unwrap_or_default()
+}
+
+impl Engine {
+    /// Looks at every open sale once (see the module's opening comment); `route_of` finds a
+    /// task's route by name. Returns how long until the next sale falls due, if any does.
+    pub async fn sweep_sales(
+        &self,
+        route_of: &(dyn Fn(&str) -> Option<Arc<Translated>> + Send + Sync),
+    ) -> Option<Duration> {
+        let sales = match self.store.open_sales().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("cannot read the open sales: {e}");
+                return None;
+            }
+        };
+        let mut next: Option<Duration> = None;
+        for sale in sales {
+            let stored = match self.store.get(&sale.task_id).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(sale = %sale.reference, "cannot read the sale's task: {e}");
+                    continue;
+                }
+            };
+            let t = stored.as_ref().and_then(|s| route_of(&s.task.route));
+            let Some(accept) = t.as_ref().and_then(|t| t.x402.clone()) else {
+                // Its route is gone or takes x402 no more: the operator must settle it.
+                continue;
+            };
+            match sale.state {
+                SaleState::Settling => self.resolve_settling(&accept, sale).await,
+                _ => match stored {
+                    None => {
+                        self.void_sale(&sale.reference, "its task was never stored")
+                            .await
+                    }
+                    Some(stored) if stored.task.status.is_terminal() => {
+                        if let Some(t) = &t {
+                            self.close_sales(t, &stored.task).await;
+                        }
+                    }
+                    Some(stored) => {
+                        let due = settle_by(&sale);
+                        let now = Utc::now();
+                        if due <= now {
+                            if let Some(t) = &t {
+                                self.settle_at_deadline(t, stored, sale).await;
+                            }
+                        } else {
+                            let left = (due - now).to_std().unwrap_or_default();
+                            next = Some(next.map_or(left, |n| n.min(left)));
+                        }
+                    }
+                },
+            }
+        }
+        next
+    }
+
+    /// Settles what a running task owes when its authorisation is about to expire: its hold is
+    /// released first (steps that complete later are the payer's to cover, and are not
+    /// settled), then the sum so far is settled, once.
+    async fn settle_at_deadline(&self, t: &Translated, stored: Stored, sale: Sale) {
+        let task_id = stored.task.id.clone();
+        let release = store::Settlement {
+            captures: Vec::new(),
+            release: true,
+        };
+        if let Err(e) = self
+            .store
+            .update_and_settle(&stored.task, stored.version, &release)
+            .await
+        {
+            // A conflict: the task moved; the next sweep sees it as it is now.
+            tracing::debug!(task = %task_id, "releasing a hold at its payment's deadline: {e}");
+            return;
+        }
+        tracing::info!(task = %task_id, sale = %sale.reference, "the payment's authorisation expires before its task ends: settling what is done");
+        // Settled as if ended: an `upto` sale its steps so far, an `exact` one its price.
+        self.close_sales(t, &stored.task).await;
+    }
+
+    /// A sale caught settling by a crash: the facilitator is asked to verify the payment again.
+    /// Still valid: the settlement never reached the chain, and is sent now. Refused because
+    /// its nonce is spent: it did, and is recorded settled. Anything else is left to the
+    /// operator (`unknown`), never sent blind.
+    async fn resolve_settling(&self, accept: &crate::config::X402Accept, mut sale: Sale) {
+        let amount = sale.settled.unwrap_or(sale.authorised);
+        let verdict = accept::reverify(&self.client, accept, &sale).await;
+        match verdict {
+            Ok(None) => {
+                tracing::info!(sale = %sale.reference, "a settlement cut short by a stop never reached the chain: sending it");
+                match self.settle_sale(accept, sale, amount).await {
+                    Ok((s, _)) if s.state != SaleState::Settled => {
+                        let _ = self.store.save_sale(&s, s.authorised).await;
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::error!("settling a sale failed: {e}"),
+                }
+            }
+            Ok(Some(reason)) if accept::spent(&reason) => {
+                sale.state = SaleState::Settled;
+                sale.detail = Some(format!(
+                    "settled before interlingua stopped; the facilitator now says `{reason}`, its transaction was not recorded"
+                ));
+                sale.updated_at = Utc::now();
+                let unsettled = sale.authorised.saturating_sub(amount);
+                if let Err(e) = self.store.save_sale(&sale, unsettled).await {
+                    tracing::error!(sale = %sale.reference, "recording a settled sale failed: {e}");
+                }
+            }
+            Ok(Some(reason)) => {
+                sale.state = SaleState::Unknown;
+                sale.detail = Some(format!(
+                    "a settlement was cut short by a stop, and the payment no longer verifies (`{reason}`): whether it reached the chain is for the operator to check"
+                ));
+                sale.updated_at = Utc::now();
+                tracing::warn!(sale = %sale.reference, "{}", sale.detail.as_deref().unwrap_or(""));
+                let _ = self.store.save_sale(&sale, 0).await;
+            }
+            Err(e) => {
+                tracing::warn!(sale = %sale.reference, "cannot ask the facilitator about a settlement cut short: {e}");
             }
         }
     }

@@ -233,6 +233,36 @@ pub async fn verify(
     })
 }
 
+/// Asks the facilitator to verify a stored sale's payment again: `None` when it is still good
+/// (so not settled), else the reason it is not.
+pub async fn reverify(
+    client: &Client,
+    accept: &X402Accept,
+    sale: &Sale,
+) -> Result<Option<String>, String> {
+    let payload: PaymentPayload =
+        serde_json::from_value(sale.payload.clone()).map_err(|e| e.to_string())?;
+    let requirements: Requirements =
+        serde_json::from_value(sale.requirements.clone()).map_err(|e| e.to_string())?;
+    let answer: VerifyResponse = call(client, accept, "verify", &payload, &requirements).await?;
+    Ok((!answer.is_valid).then(|| answer.invalid_reason.unwrap_or_default()))
+}
+
+/// Whether a verify refusal says the authorisation was used: its nonce is spent on chain
+/// (EIP-3009's `authorizationState`, Permit2's nonce bitmap), so the settlement went through.
+/// The x402 SDK's reasons: `invalid_exact_evm_nonce_already_used`; for `upto` the settlement's
+/// simulation reverts (`…_transaction_failed`, `…simulation_failed`).
+pub fn spent(reason: &str) -> bool {
+    [
+        "nonce_already_used",
+        "nonce_used",
+        "transaction_failed",
+        "simulation_failed",
+    ]
+    .iter()
+    .any(|r| reason.contains(r))
+}
+
 /// When the payment's authorisation expires: EIP-3009's `validBefore`, Permit2's `deadline`.
 fn deadline(payload: &PaymentPayload, scheme: Scheme) -> Option<DateTime<Utc>> {
     let (outer, field) = match scheme {
