@@ -410,6 +410,40 @@ async fn a_replay_a_changed_amount_or_a_poor_payer_is_refused_and_moves_nothing(
     );
 }
 
+/// The task whose hold the payer's account has (its first).
+async fn held_task(s: &Stack, account: &Ledger) -> String {
+    s.store()
+        .history(account, 10)
+        .await
+        .expect("history")
+        .iter()
+        .find_map(|r| r.task_id.clone())
+        .expect("the hold names its task")
+}
+
+/// The task's sale once it is final, the payer polling the task (as `front`) meanwhile.
+async fn sale_closed(
+    s: &Stack,
+    front: &str,
+    paid: &common::chain::Paid,
+    front_id: &str,
+    task_id: &str,
+) -> store::Sale {
+    eventually(&format!("{front}: the sale to close"), || {
+        let poll = poll_as_payer(s, front, paid, front_id);
+        let store = s.store();
+        async move {
+            poll.await;
+            let sales = store.sales(task_id).await.map_err(|e| e.to_string())?;
+            match sales.first() {
+                Some(sale) if sale.state.is_final() => Ok(sale.clone()),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await
+}
+
 /// An `upto` task through the Nevermined front: the payer authorises [`MAX`]; the steps that
 /// complete are captured at [`STEP`] each; when the task ends, their sum is settled once, and
 /// what was authorised beyond it is taken back from the payer's account.
@@ -438,28 +472,8 @@ async fn upto_task(s: &std::sync::Arc<Stack>, query: &str, steps: u128) {
         .expect("the task's id")
         .to_string();
     let account = account_of(&s.chain, &payer);
-    let task_id = s
-        .store()
-        .history(&account, 10)
-        .await
-        .expect("history")
-        .iter()
-        .find_map(|r| r.task_id.clone())
-        .expect("the hold names its task");
-    let sale = eventually(&format!("{query}: the sale to close"), || {
-        let poll = poll_as_payer(s, "upto", &paid, &front_id);
-        let store = s.store();
-        let task_id = task_id.clone();
-        async move {
-            poll.await;
-            let sales = store.sales(&task_id).await.map_err(|e| e.to_string())?;
-            match sales.first() {
-                Some(sale) if sale.state.is_final() => Ok(sale.clone()),
-                other => Err(format!("{other:?}")),
-            }
-        }
-    })
-    .await;
+    let task_id = held_task(s, &account).await;
+    let sale = sale_closed(s, "upto", &paid, &front_id, &task_id).await;
     let balance = s.store().balance(&account).await.expect("balance");
     assert_eq!(
         (balance.granted, balance.captured, balance.held),
@@ -531,28 +545,8 @@ async fn upto_settles_what_is_done_when_the_authorisation_is_about_to_expire() {
         .expect("id")
         .to_string();
     let account = account_of(&s.chain, &payer);
-    let task_id = s
-        .store()
-        .history(&account, 10)
-        .await
-        .expect("history")
-        .iter()
-        .find_map(|r| r.task_id.clone())
-        .expect("the hold names its task");
-    let sale = eventually("the sale to settle before its deadline", || {
-        let poll = poll_as_payer(&s, "soon", &paid, &front_id);
-        let store = s.store();
-        let task_id = task_id.clone();
-        async move {
-            poll.await;
-            let sales = store.sales(&task_id).await.map_err(|e| e.to_string())?;
-            match sales.first() {
-                Some(sale) if sale.state.is_final() => Ok(sale.clone()),
-                other => Err(format!("{other:?}")),
-            }
-        }
-    })
-    .await;
+    let task_id = held_task(&s, &account).await;
+    let sale = sale_closed(&s, "soon", &paid, &front_id, &task_id).await;
     assert_eq!(sale.state, SaleState::Settled, "{sale:?}");
     assert_eq!(
         sale.settled,

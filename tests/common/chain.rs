@@ -348,6 +348,29 @@ impl Facilitator {
         log["requests"].as_array().expect("requests").clone()
     }
 
+    /// From now on each `/settle` waits, before anything reaches the chain, until
+    /// [`Facilitator::release`].
+    pub fn hold_settles(&self) {
+        let (status, body) = http(self.peer.port, "POST", "/_hold", Some("{}")).expect("/_hold");
+        assert_eq!(status, 200, "/_hold: {body}");
+    }
+
+    /// How many settles are waiting.
+    pub fn held_settles(&self) -> u64 {
+        let (status, body) = http(self.peer.port, "GET", "/_held", None).expect("/_held");
+        assert_eq!(status, 200, "/_held: {body}");
+        let v: Value = serde_json::from_str(&body).expect("/_held is JSON");
+        v["waiting"].as_u64().expect("waiting")
+    }
+
+    /// Lets the waiting settles go on to the chain (`send`), or drops them unsent; holding ends.
+    pub fn release(&self, send: bool) {
+        let body = json!({ "send": send }).to_string();
+        let (status, answer) =
+            http(self.peer.port, "POST", "/_release", Some(&body)).expect("/_release");
+        assert_eq!(status, 200, "/_release: {answer}");
+    }
+
     /// The paths of [`Facilitator::log`]'s requests to `/verify` and `/settle`, in order.
     pub fn calls(&self) -> Vec<String> {
         self.log()

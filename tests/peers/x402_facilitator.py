@@ -12,10 +12,16 @@ settling on a local EVM node. The SDK ships the logic, not a server: this file i
 A refusal is a 200 with isValid/success false, as the SDK's facilitator client expects (it
 raises on any other status); a body the SDK cannot parse is a 400 {"error": …}.
 
-Test helper (not part of the API, never behind --auth):
+Test helpers (not part of the API, never behind --auth):
   GET  /log        -> {"requests": [{"method", "path", "authorization", "status", "body"}, …]}
                       every request to the three routes above, in the order answered: what a
                       proxy sent, with the Authorization header it carried (null when none)
+  POST /_hold      -> {}: from now on each /settle waits, before anything is sent to the chain,
+                      until /_release says what to do with it
+  GET  /_held      -> {"waiting": N}: the settles waiting
+  POST /_release   -> body {"send": true|false}: the waiting settles go on (true: settled on
+                      chain as usual, whether or not their caller is still there) or are dropped
+                      (false: answered 503, nothing sent); holding ends
 
 Command line:
   x402_facilitator.py --rpc URL --key KEY [--network eip155:31337] [--auth VALUE] [--port N]
@@ -41,6 +47,10 @@ from x402.mechanisms.evm.upto import UptoEvmFacilitatorScheme
 from x402.schemas import parse_payment_payload, parse_payment_requirements
 
 import peer_lifecycle
+
+
+class Dropped(Exception):
+    """A settle held by /_hold that /_release dropped."""
 
 
 def dump(model):
@@ -69,6 +79,21 @@ def build_app(rpc, key, network, auth):
                     "body": body,
                 }
             )
+
+    # The settles held by /_hold, and what /_release decided for them.
+    held = {"on": False, "waiting": 0, "send": None}
+    held_change = threading.Condition()
+
+    def wait_if_held():
+        """Blocks a settle while holding is on; whether it may go on."""
+        with held_change:
+            if not held["on"]:
+                return True
+            held["waiting"] += 1
+            held_change.notify_all()
+            held_change.wait_for(lambda: held["send"] is not None)
+            held["waiting"] -= 1
+            return held["send"]
 
     def refused(request, body):
         """A 401 answer if --auth is set and the request does not carry it, else None."""
@@ -104,6 +129,8 @@ def build_app(rpc, key, network, auth):
         try:
             # The SDK's sync signer blocks on the RPC: off the event loop.
             result = await run_in_threadpool(call, payload, requirements)
+        except Dropped:
+            raise
         except Exception as e:  # no scheme for (scheme, network), an aborted hook
             record(request, 400, body)
             return JSONResponse({"error": f"{type(e).__name__}: {e}"}, status_code=400)
@@ -114,9 +141,37 @@ def build_app(rpc, key, network, auth):
     async def verify(request: Request):
         return await verify_or_settle(request, facilitator.verify)
 
+    def settle_unless_dropped(payload, requirements):
+        if not wait_if_held():
+            raise Dropped("held by the test, and dropped: nothing was sent")
+        return facilitator.settle(payload, requirements)
+
     @app.post("/settle")
     async def settle(request: Request):
-        return await verify_or_settle(request, facilitator.settle)
+        try:
+            return await verify_or_settle(request, settle_unless_dropped)
+        except Dropped as e:
+            record(request, 503, None)
+            return JSONResponse({"error": str(e)}, status_code=503)
+
+    @app.post("/_hold")
+    def hold():
+        with held_change:
+            held.update(on=True, send=None)
+        return {}
+
+    @app.get("/_held")
+    def waiting():
+        with held_change:
+            return {"waiting": held["waiting"]}
+
+    @app.post("/_release")
+    async def release(request: Request):
+        send = bool((await request.json()).get("send"))
+        with held_change:
+            held.update(on=False, send=send)
+            held_change.notify_all()
+        return {}
 
     @app.get("/log")
     def get_log():
