@@ -13,7 +13,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use common::chain::{Account, Call, Chain, Facilitator, NETWORK, TOKEN_NAME, TOKEN_VERSION};
 use common::wait::eventually;
-use common::{client, config, sample_agent, sample_agent_on, Proxy};
+use common::{client, sample_agent, sample_agent_on, Proxy};
 use samples::Clock;
 use serde_json::{json, Value};
 use store::{Account as Ledger, SaleState, SqliteStore, TaskStore};
@@ -92,8 +92,8 @@ offers = [{{ scheme = "exact", network = "{NETWORK}", asset = "{}", asset_name =
              min_refresh = \"0s\"\n{extra}\n{accept}\n"
         )
     };
-    config(
-        "",
+    // With the admin API (and a token issuer no route here uses): the credits check is read.
+    common::money::paid_config(
         &format!(
             "[[upstreams]]\nname = \"mip\"\naddress = \"{agent}\"\nread_timeout = \"10s\"\n\n\
              [[upstreams]]\nname = \"nvm\"\naddress = \"{nevermined}\"\nread_timeout = \"10s\"\n\n{}{}{}{upto}",
@@ -302,6 +302,7 @@ async fn a_client_pays_exact_through_each_front_and_the_chain_moves_the_price() 
         assert_eq!(balance.granted, PRICE as i64, "{front}");
         assert_eq!(balance.available(), 0, "{front}");
     }
+    assert_verified(&s).await;
 }
 
 /// One poll of the payer's task, presenting the payment that created it, as a token holder
@@ -407,6 +408,22 @@ async fn a_replay_a_changed_amount_or_a_poor_payer_is_refused_and_moves_nothing(
         calls.iter().filter(|c| *c == "/settle").count(),
         1,
         "one settlement in all: {calls:?}"
+    );
+}
+
+/// `GET /credits/verify`: the ledger adds up, and no sale was left unsettled.
+async fn assert_verified(s: &Stack) {
+    let verify = client()
+        .get(s.proxy.admin_url("/credits/verify"))
+        .bearer_auth(common::secrets::ADMIN_TOKEN)
+        .send()
+        .await
+        .expect("the admin API answers");
+    let (status, report) = common::status_and_json(verify).await;
+    assert_eq!(
+        (status, report["ok"].as_bool(), report["sales"].clone()),
+        (200, Some(true), json!([])),
+        "{report}"
     );
 }
 
@@ -518,6 +535,7 @@ async fn upto_settles_the_completed_steps_once_when_the_task_ends() {
         [json!((2 * STEP).to_string()), json!(STEP.to_string())],
         "one settlement a task, of what its steps cost"
     );
+    assert_verified(&s).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -595,4 +613,5 @@ async fn upto_settles_what_is_done_when_the_authorisation_is_about_to_expire() {
     let balance = s.store().balance(&account).await.expect("balance");
     assert_eq!(balance.held, 0, "{balance:?}");
     assert!(balance.available() >= 0, "{balance:?}");
+    assert_verified(&s).await;
 }

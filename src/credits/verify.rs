@@ -11,6 +11,11 @@
 //!   create may take (twice the upstream's `total_timeout`: a create is made again once when
 //!   the agent's discovery says it moved).
 //!
+//! - a payment taken on a rail (an x402 sale) that was not settled as it should have been: its
+//!   authorisation expired with nothing settled, a settlement has been under way longer than
+//!   it can take, a settlement was cut short and whether it reached the chain is unknown, or an
+//!   `upto` task's settlement failed (its steps were captured, the money never came).
+//!
 //! Each time limit gets [`GRACE`] on top: the watcher ends a task at its deadline, not before.
 //! The check only reads; it changes nothing.
 
@@ -22,7 +27,7 @@ use serde::Serialize;
 
 use crate::config::Config;
 use mapping::task::Status;
-use store::{Balance, HeldTask, OpenHold, Unstarted};
+use store::{Balance, HeldTask, OpenHold, Sale, SaleState, Unstarted};
 use store::{StoreError, TaskStore};
 
 /// What a deadline is given before the check holds it against a task: a minute.
@@ -63,6 +68,22 @@ pub struct Report {
     pub accounts: Vec<Drift>,
     pub holds: Vec<StuckHold>,
     pub tasks_without_upstream_id: Vec<Unstarted>,
+    pub sales: Vec<SaleProblem>,
+}
+
+/// A sale not settled as it should have been, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct SaleProblem {
+    pub reference: String,
+    pub task_id: String,
+    pub payer: String,
+    pub scheme: String,
+    pub state: &'static str,
+    pub authorised: u64,
+    /// `expired_unsettled`, `settling_too_long`, `outcome_unknown` or `settlement_failed`.
+    pub problem: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// An account whose balance differs from its rows.
@@ -142,13 +163,50 @@ pub async fn verify(
             past(u.created_at, deadline, now)
         })
         .collect();
+    let sales: Vec<SaleProblem> = store
+        .unsettled_sales()
+        .await?
+        .into_iter()
+        .filter_map(|s| unsettled(s, now))
+        .collect();
     Ok(Report {
-        ok: accounts.is_empty() && holds.is_empty() && tasks_without_upstream_id.is_empty(),
+        ok: accounts.is_empty()
+            && holds.is_empty()
+            && tasks_without_upstream_id.is_empty()
+            && sales.is_empty(),
         accounts,
         holds,
         tasks_without_upstream_id,
+        sales,
     })
 }
+
+/// Why `sale` is a problem at `now`, if it is. A sale the watcher will still settle is not;
+/// an `exact` sale whose settlement failed at its create is not either (its task failed and
+/// gave back what the sale granted: nothing is owed).
+fn unsettled(sale: Sale, now: DateTime<Utc>) -> Option<SaleProblem> {
+    let problem = match sale.state {
+        SaleState::Authorised if past(sale.deadline, Duration::ZERO, now) => "expired_unsettled",
+        SaleState::Settling if past(sale.updated_at, SETTLE_TIME, now) => "settling_too_long",
+        SaleState::Unknown => "outcome_unknown",
+        SaleState::Failed if sale.scheme == "upto" => "settlement_failed",
+        _ => return None,
+    };
+    Some(SaleProblem {
+        reference: sale.reference,
+        task_id: sale.task_id,
+        payer: sale.payer,
+        scheme: sale.scheme,
+        state: sale.state.name(),
+        authorised: sale.authorised,
+        problem,
+        detail: sale.detail,
+    })
+}
+
+/// The longest a settlement can be under way: the facilitator's answer is waited for 30 s
+/// (`payment::x402::accept`).
+const SETTLE_TIME: Duration = Duration::from_secs(30);
 
 /// Why `hold` should have been released by `now`, if it should have.
 fn stuck(

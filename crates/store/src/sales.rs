@@ -199,13 +199,29 @@ pub(super) fn of_task(c: &Connection, task_id: &str) -> Result<Vec<Sale>, StoreE
     )
 }
 
-/// The sales not yet final (authorised, or caught settling), oldest first.
-pub(super) fn open_sales(c: &Connection) -> Result<Vec<Sale>, StoreError> {
-    docs(
-        c,
-        "SELECT doc FROM sales WHERE state IN ('authorised', 'settling') ORDER BY created_at",
-        [],
+/// The states of a sale not yet final.
+pub(crate) const OPEN: &[SaleState] = &[SaleState::Authorised, SaleState::Settling];
+/// The states of a sale neither settled nor void.
+pub(crate) const UNSETTLED: &[SaleState] = &[
+    SaleState::Authorised,
+    SaleState::Settling,
+    SaleState::Failed,
+    SaleState::Unknown,
+];
+
+/// `SELECT doc FROM sales WHERE state IN (…states…) ORDER BY created_at` (the names are the
+/// enum's own, never input).
+pub(crate) fn in_states_sql(states: &[SaleState]) -> String {
+    let names: Vec<String> = states.iter().map(|s| format!("'{}'", s.name())).collect();
+    format!(
+        "SELECT doc FROM sales WHERE state IN ({}) ORDER BY created_at",
+        names.join(", ")
     )
+}
+
+/// The sales in one of `states`, oldest first.
+pub(super) fn in_states(c: &Connection, states: &[SaleState]) -> Result<Vec<Sale>, StoreError> {
+    docs(c, &in_states_sql(states), [])
 }
 
 fn docs(c: &Connection, sql: &str, params: impl rusqlite::Params) -> Result<Vec<Sale>, StoreError> {

@@ -183,6 +183,9 @@ pub trait TaskStore: Send + Sync {
     async fn sales(&self, task_id: &str) -> Result<Vec<Sale>, StoreError>;
     /// The sales not yet final, oldest first.
     async fn open_sales(&self) -> Result<Vec<Sale>, StoreError>;
+    /// The sales not settled and not void (open, failed or unknown), oldest first: what the
+    /// credits check looks at.
+    async fn unsettled_sales(&self) -> Result<Vec<Sale>, StoreError>;
 
     // The operator's console: reads only, each a bounded number of statements.
 
@@ -675,7 +678,15 @@ impl TaskStore for SqliteStore {
     }
 
     async fn open_sales(&self) -> Result<Vec<Sale>, StoreError> {
-        self.read(false, super::sales::open_sales).await
+        self.read(false, |c| super::sales::in_states(c, super::sales::OPEN))
+            .await
+    }
+
+    async fn unsettled_sales(&self) -> Result<Vec<Sale>, StoreError> {
+        self.read(false, |c| {
+            super::sales::in_states(c, super::sales::UNSETTLED)
+        })
+        .await
     }
 
     async fn accounts(

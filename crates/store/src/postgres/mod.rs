@@ -496,7 +496,11 @@ impl TaskStore for PgStore {
     }
 
     async fn open_sales(&self) -> Result<Vec<Sale>, StoreError> {
-        attempt!(with_client!(self, c => sales::open_sales(&c)))
+        attempt!(with_client!(self, c => sales::in_states(&c, crate::sales::OPEN)))
+    }
+
+    async fn unsettled_sales(&self) -> Result<Vec<Sale>, StoreError> {
+        attempt!(with_client!(self, c => sales::in_states(&c, crate::sales::UNSETTLED)))
     }
 
     async fn accounts(

@@ -96,13 +96,12 @@ pub(super) async fn of_task(c: &impl GenericClient, task_id: &str) -> Result<Vec
         .collect::<Result<_, _>>()?)
 }
 
-/// The sales not yet final, oldest first.
-pub(super) async fn open_sales(c: &impl GenericClient) -> Result<Vec<Sale>, Fail> {
-    let stmt = c
-        .prepare_cached(
-            "SELECT doc FROM sales WHERE state IN ('authorised', 'settling') ORDER BY created_at",
-        )
-        .await?;
+/// The sales in one of `states`, oldest first.
+pub(super) async fn in_states(
+    c: &impl GenericClient,
+    states: &[crate::sales::SaleState],
+) -> Result<Vec<Sale>, Fail> {
+    let stmt = c.prepare_cached(&shared::in_states_sql(states)).await?;
     let rows = c.query(&stmt, &[]).await?;
     Ok(rows
         .iter()
