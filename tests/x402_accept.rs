@@ -96,10 +96,11 @@ offers = [{{ scheme = "exact", network = "{NETWORK}", asset = "{}", asset_name =
     common::money::paid_config(
         &format!(
             "[[upstreams]]\nname = \"mip\"\naddress = \"{agent}\"\nread_timeout = \"10s\"\n\n\
-             [[upstreams]]\nname = \"nvm\"\naddress = \"{nevermined}\"\nread_timeout = \"10s\"\n\n{}{}{}{upto}",
+             [[upstreams]]\nname = \"nvm\"\naddress = \"{nevermined}\"\nread_timeout = \"10s\"\n\n{}{}{}{}{upto}",
             route("mip", "/mip", "mip003", ""),
             route("nv", "/nv", "nevermined", ""),
             route("chat", "/chat", "openai_chat", "sync_timeout = \"20s\""),
+            route("tool", "/tool", "mcp", "sync_timeout = \"20s\""),
         ),
     )
 }
@@ -613,5 +614,72 @@ async fn upto_settles_what_is_done_when_the_authorisation_is_about_to_expire() {
     let balance = s.store().balance(&account).await.expect("balance");
     assert_eq!(balance.held, 0, "{balance:?}");
     assert!(balance.available() >= 0, "{balance:?}");
+    assert_verified(&s).await;
+}
+
+/// One call of the route `tool` by an MCP host: the MCP SDK's session wrapped by the x402 SDK's
+/// (`tests/peers/x402_mcp_client.py`), paying as `payer` (or not at all).
+fn mcp_call(s: &Stack, payer: Option<&Account>) -> Value {
+    let mut args = vec![
+        "--url".to_string(),
+        s.proxy.url("/tool"),
+        "--tool".into(),
+        "tool".into(),
+        "--arguments".into(),
+        json!({"text": "hello"}).to_string(),
+    ];
+    if let Some(payer) = payer {
+        args.extend([
+            "--key".into(),
+            payer.key.clone(),
+            "--asset".into(),
+            s.chain.token().to_string(),
+        ]);
+    }
+    common::peers::run_json(
+        &common::peers::x402_python(),
+        "x402_mcp_client.py",
+        &args,
+        common::DEADLINE,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_host_pays_a_tool_call_in_band_as_x402s_mcp_transport_says() {
+    let s = std::sync::Arc::new(stack().await);
+    // Unpaid: a tool error carrying what to pay, not a JSON-RPC error.
+    let unpaid = {
+        let s = s.clone();
+        blocking(move || mcp_call(&s, None)).await
+    };
+    assert_eq!(unpaid["is_error"], true, "{unpaid}");
+    assert_eq!(unpaid["payment_made"], false, "{unpaid}");
+    let required = &unpaid["structured"];
+    assert_eq!(required["x402Version"], 2, "{unpaid}");
+    assert_eq!(
+        required["accepts"][0]["amount"],
+        PRICE.to_string(),
+        "{unpaid}"
+    );
+    let text: Value = serde_json::from_str(unpaid["text"].as_str().expect("text")).expect("JSON");
+    assert_eq!(&text, required, "the text is the same document");
+
+    let payer = s.payer(FUNDS);
+    let before = s.balances(&payer);
+    let paid = {
+        let (s, payer) = (s.clone(), payer.clone());
+        blocking(move || mcp_call(&s, Some(&payer))).await
+    };
+    assert_eq!(paid["is_error"], false, "{paid}");
+    assert_eq!(paid["payment_made"], true, "{paid}");
+    assert!(
+        paid["text"].as_str().is_some_and(|t| t.contains("HELLO")),
+        "the agent's answer: {paid}"
+    );
+    let receipt = &paid["payment_response"];
+    assert_eq!(receipt["success"], true, "{paid}");
+    let tx = receipt["transaction"].as_str().expect("a transaction");
+    assert_eq!(s.chain.receipt(tx)["status"], "0x1");
+    assert_eq!(s.balances(&payer), (before.0 - PRICE, before.1 + PRICE));
     assert_verified(&s).await;
 }

@@ -197,8 +197,9 @@ pub struct Cx<'a> {
     pub spent: &'a mut Spent,
     /// The x402 payment this request brought, verified, when it creates a task with it.
     pub paid: Option<&'a crate::payment::x402::accept::Verified>,
-    /// The `PAYMENT-RESPONSE` the answer carries (a settlement made for this request).
-    pub receipt: Option<String>,
+    /// The settlement made for this request (an x402 `SettleResponse`): the answer carries it
+    /// as `PAYMENT-RESPONSE`, and as `payment.receipt` for fronts that carry it in band.
+    pub receipt: Option<crate::payment::x402::wire::SettleResponse>,
 }
 
 /// What one request cost: time waiting for upstreams, credits charged.
@@ -308,7 +309,16 @@ impl Engine {
         // Who a request without a token is, on a route that takes x402 (engine/x402.rs).
         let resource = format!("{}{}", base_url.as_deref().unwrap_or(""), req.path);
         let admission = self
-            .admit_payment(t, fop.op, &msg, req.identity, &resource)
+            .admit_payment(
+                t,
+                fop.op,
+                &msg,
+                doc.request()
+                    .and_then(|r| r.get("payment"))
+                    .or_else(|| echo.get("payment")),
+                req.identity,
+                &resource,
+            )
             .await?;
         let payer = match &admission {
             x402::Admission::Free => None,
@@ -378,6 +388,9 @@ impl Engine {
             Operation::Describe => Box::pin(self.describe(t, req.prefix, base_url, cx)).await?,
         };
         let mut out = out.with_request(request);
+        if let Some(receipt) = &cx.receipt {
+            out = out.with_payment_receipt(serde_json::to_value(receipt).unwrap_or(Value::Null));
+        }
         if let (Some(price), Some(task_id)) = (&t.price, out.task_id()) {
             if let Some(fee) = price.operations.get(&fop.op).copied().filter(|f| *f > 0) {
                 // A fee per call, once per request id: a client retrying with the same
@@ -853,9 +866,12 @@ fn echo_subject(echo: &mut Value, identity: &Identity) {
 
 /// The `PAYMENT-RESPONSE` header of a settlement this request made (x402).
 fn receipt(cx: &Cx<'_>) -> Option<(String, String)> {
-    cx.receipt
-        .clone()
-        .map(|r| (crate::payment::x402::wire::PAYMENT_RESPONSE.to_string(), r))
+    cx.receipt.as_ref().map(|r| {
+        (
+            crate::payment::x402::wire::PAYMENT_RESPONSE.to_string(),
+            crate::payment::x402::wire::encode_header(r),
+        )
+    })
 }
 
 #[cfg(test)]

@@ -63,6 +63,10 @@ pub(super) fn start(
     let (tx, rx) = mpsc::channel(BACKLOG);
     let key = op.key.clone();
     let request = answer.request().cloned().unwrap_or(Value::Null);
+    let receipt = cx
+        .receipt
+        .as_ref()
+        .and_then(|r| serde_json::to_value(r).ok());
     let request_id = cx.request_id.to_string();
     let identity = cx.identity.cloned();
     let client_trace = cx.trace.cloned();
@@ -82,6 +86,7 @@ pub(super) fn start(
             t: &t,
             stream,
             request,
+            receipt,
             request_id: &request_id,
             identity: identity.as_ref(),
             trace: client_trace.as_ref(),
@@ -115,6 +120,8 @@ struct Follow<'a> {
     t: &'a Translated,
     stream: &'a Stream,
     request: Value,
+    /// The settlement the request that started the stream made (x402), for its events.
+    receipt: Option<Value>,
     request_id: &'a str,
     identity: Option<&'a Identity>,
     trace: Option<&'a ClientTrace>,
@@ -307,9 +314,13 @@ impl Follow<'_> {
     }
 
     fn doc<'s>(&self, task: &'s Task, event: Event) -> Canonical<'s> {
-        Canonical::front_of(task)
+        let doc = Canonical::front_of(task)
             .with_request(self.request.clone())
-            .with_event(event)
+            .with_event(event);
+        match &self.receipt {
+            Some(r) => doc.with_payment_receipt(r.clone()),
+            None => doc,
+        }
     }
 
     /// Writes the events of one state of the task; whether any frame wrote one.

@@ -27,7 +27,7 @@ use chrono::Utc;
 use super::{Cx, Engine, Translated};
 use crate::auth::Identity;
 use crate::error::ProxyError;
-use crate::payment::x402::accept::{self, Refusal, Verified, PLAN_PREFIX};
+use crate::payment::x402::accept::{self, Presented, Refusal, Verified, PLAN_PREFIX};
 use crate::payment::x402::offer::Scheme;
 use crate::payment::x402::wire::{self, PAYMENT_SIGNATURE};
 use mapping::dialect::Message;
@@ -44,20 +44,22 @@ pub(super) enum Admission {
     Paid(Box<Verified>),
 }
 
-fn refused(r: Refusal) -> ProxyError {
-    ProxyError::PaymentRefused(Box::new(r))
+fn refused(r: Box<Refusal>) -> ProxyError {
+    ProxyError::PaymentRefused(r)
 }
 
 impl Engine {
     /// Decides who a request without a token is, on a route that takes x402. Operations that
     /// describe the agent are free; a create needs a new payment; the rest need the payment
     /// that created the caller's task (its `PAYMENT-SIGNATURE` again), as a token holder
-    /// presents their token again.
+    /// presents their token again. A payment comes in the header, or where the front carries
+    /// it (`in_band`: what its mapping read into `request.payment`).
     pub(super) async fn admit_payment(
         &self,
         t: &Translated,
         op: Operation,
         msg: &Message,
+        in_band: Option<&serde_json::Value>,
         identity: Option<&Identity>,
         url: &str,
     ) -> Result<Admission, ProxyError> {
@@ -72,7 +74,15 @@ impl Engine {
         {
             return Ok(Admission::Free);
         }
-        let Some(header) = msg.header(PAYMENT_SIGNATURE) else {
+        let presented = match (
+            msg.header(PAYMENT_SIGNATURE),
+            in_band.filter(|v| !v.is_null()),
+        ) {
+            (Some(h), _) => Some(Presented::Header(h)),
+            (None, Some(v)) => Some(Presented::InBand(v)),
+            (None, None) => None,
+        };
+        let Some(presented) = presented else {
             return Err(refused(accept::refusal(
                 accept,
                 url,
@@ -81,7 +91,7 @@ impl Engine {
                 "this route takes x402 payments: pay one of the offers in PAYMENT-REQUIRED and send it as PAYMENT-SIGNATURE".to_string(),
             )));
         };
-        let (payload, offer) = accept::read(accept, url, header).map_err(refused)?;
+        let (payload, offer) = accept::read(accept, url, presented).map_err(refused)?;
         let known = match accept::reference(&payload) {
             Some(r) => self.store.sale(&r).await.map_err(ProxyError::Store)?,
             None => None,
@@ -194,7 +204,7 @@ impl Engine {
         let receipt = answer.as_ref().map(wire::encode_header);
         match sale.state {
             SaleState::Settled => {
-                cx.receipt = receipt;
+                cx.receipt = answer;
                 Ok(stored)
             }
             _ => {

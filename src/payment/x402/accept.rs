@@ -37,8 +37,10 @@ pub struct Refusal {
     /// (`payment_required`, `offer_mismatch`, `payment_already_used`, …).
     pub reason: String,
     pub message: String,
-    /// The `PAYMENT-REQUIRED` header to answer with.
+    /// The `PAYMENT-REQUIRED` header to answer with, and the document it encodes (for fronts
+    /// that carry it in their answer: an MCP tool result, an A2A message).
     pub required: String,
+    pub required_doc: Value,
     /// The `PAYMENT-RESPONSE` header, when a settlement failed.
     pub response: Option<String>,
 }
@@ -120,30 +122,44 @@ pub fn refusal(
     status: u16,
     reason: &str,
     message: String,
-) -> Refusal {
-    Refusal {
+) -> Box<Refusal> {
+    let doc = required(accept, url, Some(reason));
+    Box::new(Refusal {
         status,
         reason: reason.to_string(),
         message,
-        required: wire::encode_header(&required(accept, url, Some(reason))),
+        required: wire::encode_header(&doc),
+        required_doc: serde_json::to_value(&doc).unwrap_or(Value::Null),
         response: None,
-    }
+    })
 }
 
-/// The payment in `header`, read and checked against the offers: the payload and the offer it
+/// Where a client's payment came: the `PAYMENT-SIGNATURE` header (base64), or a front's own
+/// place for it, read by its mapping into `request.payment` (the document itself: an MCP
+/// call's `_meta["x402/payment"]`, an A2A message's `x402.payment.payload`).
+pub enum Presented<'a> {
+    Header(&'a str),
+    InBand(&'a Value),
+}
+
+/// The payment presented, read and checked against the offers: the payload and the offer it
 /// names (nothing asked of the facilitator yet).
 pub fn read(
     accept: &X402Accept,
     url: &str,
-    header: &str,
-) -> Result<(PaymentPayload, Offer), Refusal> {
-    let payload = wire::decode_payment(header).map_err(|e| {
+    presented: Presented<'_>,
+) -> Result<(PaymentPayload, Offer), Box<Refusal>> {
+    let payload = match presented {
+        Presented::Header(h) => wire::decode_payment(h).map_err(|e| e.to_string()),
+        Presented::InBand(v) => wire::payment_from_value(v.clone()).map_err(|e| e.to_string()),
+    }
+    .map_err(|e| {
         refusal(
             accept,
             url,
             400,
             "invalid_payload",
-            format!("the PAYMENT-SIGNATURE header is not an x402 payment: {e}"),
+            format!("the payment is not an x402 payment: {e}"),
         )
     })?;
     let offer = offer::matching(&accept.offers, &payload.accepted).map_err(|m| {
@@ -176,7 +192,7 @@ pub async fn verify(
     url: &str,
     payload: PaymentPayload,
     offer: Offer,
-) -> Result<Verified, Refusal> {
+) -> Result<Verified, Box<Refusal>> {
     let refuse =
         |status, reason: &str, message: String| refusal(accept, url, status, reason, message);
     let Some(reference) = reference(&payload) else {

@@ -177,8 +177,16 @@ fn decode_base64(text: &str) -> Result<Vec<u8>, HeaderError> {
 /// Reads a `PAYMENT-SIGNATURE` header.
 pub fn decode_payment(text: &str) -> Result<PaymentPayload, HeaderError> {
     let bytes = decode_base64(text)?;
-    let doc: PaymentPayload =
+    let doc: Value =
         serde_json::from_slice(&bytes).map_err(|e| HeaderError::NotADocument(e.to_string()))?;
+    payment_from_value(doc)
+}
+
+/// Reads a payment carried as a document (in band: an MCP call's `_meta`, an A2A message's
+/// metadata).
+pub fn payment_from_value(doc: Value) -> Result<PaymentPayload, HeaderError> {
+    let doc: PaymentPayload =
+        serde_json::from_value(doc).map_err(|e| HeaderError::NotADocument(e.to_string()))?;
     if doc.x402_version != X402_VERSION {
         return Err(HeaderError::Version(doc.x402_version));
     }

@@ -97,6 +97,7 @@ const ERROR: &[&str] = &[
     "field",
     "problem",
     "expected",
+    "payment_required",
 ];
 
 /// Whether `path` (split on dots) names a canonical field. `var.*` names are checked elsewhere,
@@ -112,6 +113,8 @@ pub fn is_known(path: &[String]) -> bool {
         "input" => rest.is_empty() || matches_list(IO, &rest),
         "error" => matches_list(ERROR, &rest),
         "availability" => matches!(rest.as_slice(), ["available"] | ["message"]),
+        // A settlement this request made (an x402 SettleResponse, whole).
+        "payment" => matches!(rest.as_slice(), ["receipt"]),
         "schema" | "tasks" | "steps" => true,
         "search" => matches!(
             rest.as_slice(),

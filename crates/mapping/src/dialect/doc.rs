@@ -128,6 +128,12 @@ impl<'a> Canonical<'a> {
         self.with_root("error", json(error))
     }
 
+    /// `payment.receipt`: the outcome of a settlement this request made (an x402
+    /// `SettleResponse`), for fronts that carry it in their answer.
+    pub fn with_payment_receipt(self, receipt: Value) -> Self {
+        self.with_root("payment", serde_json::json!({ "receipt": receipt }))
+    }
+
     /// `availability`: whether the agent is up.
     pub fn with_availability(self, a: &Availability) -> Self {
         self.with_root("availability", json(a))
@@ -440,6 +446,10 @@ pub struct ErrorFields<'a> {
     /// For a rate limit: seconds until a retry may pass.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<u64>,
+    /// For a route that takes payments on the wire (x402) and got none it could take: what it
+    /// asks (an x402 `PaymentRequired`), for fronts that carry it in their answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payment_required: Option<&'a Value>,
 }
 
 /// Whether the agent is up, and what is known about it.
