@@ -30,11 +30,8 @@ import json
 import sys
 
 import httpx
-from eth_account import Account
-from x402 import x402Client
 from x402.http.clients.httpx import x402AsyncTransport
-from x402.mechanisms.evm.exact import register_exact_evm_client
-from x402.mechanisms.evm.upto import UptoEvmClientScheme
+from x402_wallet import paying_client
 
 
 class Recording(httpx.AsyncBaseTransport):
@@ -62,23 +59,7 @@ def decode_header(value):
 async def run(args):
     wire = Recording()
     if args.key:
-        client = x402Client()
-        account = Account.from_key(args.key)
-        # Both on the network itself: a scheme registered for one network hides the wildcard's.
-        register_exact_evm_client(client, account, networks=args.network)
-        # `upto` has no register_* helper in 2.25.0: the scheme is registered by hand.
-        client.register(args.network, UptoEvmClientScheme(account))
-        client.set_spend_controls(
-            {
-                "allowed_assets": [
-                    {
-                        "network": args.network,
-                        "asset": args.asset,
-                        "max_amount_per_payment": str(args.max_amount),
-                    }
-                ]
-            }
-        )
+        client = paying_client(args.key, args.asset, args.network, args.max_amount)
         transport = x402AsyncTransport(client, transport=wire)
     else:
         transport = wire

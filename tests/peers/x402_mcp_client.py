@@ -20,14 +20,11 @@ import asyncio
 import json
 import sys
 
-import httpx
-from eth_account import Account
 from mcp import ClientSession
 from mcp.client.streamable_http import streamablehttp_client
 from x402 import x402Client
 from x402.mcp import x402MCPSession
-from x402.mechanisms.evm.exact import register_exact_evm_client
-from x402.mechanisms.evm.upto import UptoEvmClientScheme
+from x402_wallet import paying_client
 
 
 def plain(value):
@@ -40,23 +37,7 @@ def plain(value):
 
 
 async def run(args):
-    client = x402Client()
-    if args.key:
-        account = Account.from_key(args.key)
-        # Both on the network itself: a scheme registered for one network hides the wildcard's.
-        register_exact_evm_client(client, account, networks=args.network)
-        client.register(args.network, UptoEvmClientScheme(account))
-        client.set_spend_controls(
-            {
-                "allowed_assets": [
-                    {
-                        "network": args.network,
-                        "asset": args.asset,
-                        "max_amount_per_payment": str(args.max_amount),
-                    }
-                ]
-            }
-        )
+    client = paying_client(args.key, args.asset, args.network, args.max_amount) if args.key else x402Client()
     async with streamablehttp_client(args.url) as (read, write, _session_id):
         async with ClientSession(read, write) as session:
             paying = x402MCPSession(session, client, auto_payment=bool(args.key))
