@@ -284,6 +284,22 @@ async fn a_client_pays_exact_through_each_front_and_the_chain_moves_the_price() 
         assert_eq!(sales[0].state, SaleState::Settled, "{front}: {sales:?}");
         assert_eq!(sales[0].settled, Some(PRICE as u64));
         assert_eq!(sales[0].transaction.as_deref(), Some(tx.as_str()));
+        // The operator sees it on the admin API, its payer as the task's subject.
+        let admin = client()
+            .get(s.proxy.admin_url(&format!("/tasks/{task_id}/sales")))
+            .bearer_auth(common::secrets::ADMIN_TOKEN)
+            .send()
+            .await
+            .expect("the admin API answers");
+        let (status, listed) = common::status_and_json(admin).await;
+        assert_eq!(status, 200, "{listed}");
+        assert_eq!(listed["sales"][0]["state"], "settled", "{listed}");
+        assert_eq!(listed["sales"][0]["transaction"], tx.as_str(), "{listed}");
+        assert_eq!(
+            listed["sales"][0]["subject"],
+            account.subject.as_str(),
+            "{listed}"
+        );
         // When the task completes, its price is captured from the hold; nothing stays held.
         let balance = eventually(&format!("{front}: the task to settle"), || {
             let store = s.store();

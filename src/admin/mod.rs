@@ -308,11 +308,18 @@ impl Admin {
                     (Ok(Some(_)), Ok(purchases)) => {
                         json_response(StatusCode::OK, &json!({ "purchases": purchases }))
                     }
-                    (Ok(None), _) => error(
-                        StatusCode::NOT_FOUND,
-                        "task_not_found",
-                        &format!("task `{id}` not found"),
-                    ),
+                    (Ok(None), _) => task_not_found(id),
+                    (Err(e), _) | (_, Err(e)) => store_error(&e),
+                }
+            }
+            // What the task's client paid on a rail (x402 sales): state, amounts, transaction.
+            (&Method::GET, p) if p.starts_with("/tasks/") && p.ends_with("/sales") => {
+                let id = &p["/tasks/".len()..p.len() - "/sales".len()];
+                match (store.get(id).await, store.sales(id).await) {
+                    (Ok(Some(_)), Ok(sales)) => {
+                        json_response(StatusCode::OK, &json!({ "sales": sales }))
+                    }
+                    (Ok(None), _) => task_not_found(id),
                     (Err(e), _) | (_, Err(e)) => store_error(&e),
                 }
             }
@@ -460,4 +467,12 @@ fn response(status: StatusCode, content_type: &str, body: Vec<u8>) -> Response<V
     headers.insert(http::header::CONTENT_LENGTH, body.len().into());
     *resp.body_mut() = body;
     resp
+}
+
+fn task_not_found(id: &str) -> Response<Vec<u8>> {
+    error(
+        StatusCode::NOT_FOUND,
+        "task_not_found",
+        &format!("task `{id}` not found"),
+    )
 }
