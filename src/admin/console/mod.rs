@@ -140,7 +140,13 @@ impl Console {
                     };
                     let ledger = store.ledger_of_task(id).await?;
                     let purchases = store.purchases(id).await?;
-                    pages::task(&stored.task, &ledger, &purchases, &csrf)
+                    let sales = store.sales(id).await?;
+                    let money = pages::Money {
+                        ledger: &ledger,
+                        purchases: &purchases,
+                        sales: &sales,
+                    };
+                    pages::task(&stored.task, &money, &csrf)
                 }
                 "/console/accounts" => {
                     let filter = AccountQuery {

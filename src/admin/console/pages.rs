@@ -9,7 +9,9 @@ use super::{account_path, plot};
 use crate::reload::Reloader;
 use crate::state::Live;
 use mapping::task::{Status, Task};
-use store::{AccountQuery, AccountSummary, Balance, DaySpend, LedgerRow, Purchase, TaskQuery};
+use store::{
+    AccountQuery, AccountSummary, Balance, DaySpend, LedgerRow, Purchase, Sale, TaskQuery,
+};
 
 /// The stylesheet, shipped in the binary.
 pub const STYLE: &str = include_str!("style.css");
@@ -240,7 +242,20 @@ pub fn tasks(live: &Live, filter: &TaskQuery, tasks: &[Task], total: u64, csrf: 
     )
 }
 
-pub fn task(task: &Task, ledger: &[LedgerRow], purchases: &[Purchase], csrf: &str) -> Markup {
+/// What a task's page shows besides the task: its ledger rows, what was bought for it from its
+/// agent, and what its client paid on a rail.
+pub struct Money<'a> {
+    pub ledger: &'a [LedgerRow],
+    pub purchases: &'a [Purchase],
+    pub sales: &'a [Sale],
+}
+
+pub fn task(task: &Task, money: &Money<'_>, csrf: &str) -> Markup {
+    let Money {
+        ledger,
+        purchases,
+        sales,
+    } = money;
     layout(
         "Task",
         Some(csrf),
@@ -277,7 +292,27 @@ pub fn task(task: &Task, ledger: &[LedgerRow], purchases: &[Purchase], csrf: &st
                 h2 { "Purchases" }
                 table id="purchases" {
                     thead { tr { th { "rail" } th { "reference" } th { "state" } th { "detail" } } }
-                    tbody { @for p in purchases { tr { td { (p.rail) } td { code { (p.reference) } } td { (p.state.name()) } td { (p.detail.clone().unwrap_or_default()) } } } }
+                    tbody { @for p in purchases.iter() { tr { td { (p.rail) } td { code { (p.reference) } } td { (p.state.name()) } td { (p.detail.clone().unwrap_or_default()) } } } }
+                }
+            }
+            @if !sales.is_empty() {
+                h2 { "Payments received" }
+                table id="sales" {
+                    thead { tr { th { "rail" } th { "scheme" } th { "payer" } th { "authorised" } th { "settled" } th { "state" } th { "transaction" } th { "detail" } } }
+                    tbody {
+                        @for s in sales.iter() {
+                            tr data-state=(s.state.name()) {
+                                td { (s.rail) }
+                                td { (s.scheme) }
+                                td { code { (s.network) ":" (s.payer) } }
+                                td class="num" { (s.authorised) }
+                                td class="num" { (s.settled.map(|a| a.to_string()).unwrap_or_default()) }
+                                td { (s.state.name()) }
+                                td { code { (s.transaction.clone().unwrap_or_default()) } }
+                                td { (s.detail.clone().unwrap_or_default()) }
+                            }
+                        }
+                    }
                 }
             }
         },
@@ -422,4 +457,66 @@ pub fn spend(rows: &[DaySpend], days: &[String], n: i64, csrf: &str) -> Markup {
             }
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Utc;
+    use serde_json::json;
+    use store::SaleState;
+
+    #[test]
+    fn a_tasks_page_shows_what_its_client_paid_and_the_settlement() {
+        let now = Utc::now();
+        let mut paid = Task::new("paid", now);
+        paid.subject = Some("eip155:8453:0xabc".to_string());
+        let sale = Sale {
+            reference: "eip155:8453:0xabc:0x01".to_string(),
+            rail: "x402".to_string(),
+            task_id: paid.id.clone(),
+            plan: "x402:0xtoken".to_string(),
+            subject: "eip155:8453:0xabc".to_string(),
+            state: SaleState::Settled,
+            scheme: "upto".to_string(),
+            network: "eip155:8453".to_string(),
+            asset: "0xtoken".to_string(),
+            payer: "0xabc".to_string(),
+            authorised: 10_000,
+            settled: Some(3_000),
+            transaction: Some("0xfeed".to_string()),
+            deadline: now,
+            detail: None,
+            payload: json!({}),
+            requirements: json!({}),
+            calls: Vec::new(),
+            created_at: now,
+            updated_at: now,
+        };
+        let money = Money {
+            ledger: &[],
+            purchases: &[],
+            sales: std::slice::from_ref(&sale),
+        };
+        let page = task(&paid, &money, "csrf").into_string();
+        for shown in [
+            "id=\"sales\"",
+            "Payments received",
+            "data-state=\"settled\"",
+            "eip155:8453:0xabc",
+            "10000",
+            "3000",
+            "0xfeed",
+        ] {
+            assert!(page.contains(shown), "{shown} in {page}");
+        }
+        let unpaid = Money {
+            ledger: &[],
+            purchases: &[],
+            sales: &[],
+        };
+        assert!(!task(&paid, &unpaid, "csrf")
+            .into_string()
+            .contains("id=\"sales\""));
+    }
 }
