@@ -96,11 +96,12 @@ offers = [{{ scheme = "exact", network = "{NETWORK}", asset = "{}", asset_name =
     common::money::paid_config(
         &format!(
             "[[upstreams]]\nname = \"mip\"\naddress = \"{agent}\"\nread_timeout = \"10s\"\n\n\
-             [[upstreams]]\nname = \"nvm\"\naddress = \"{nevermined}\"\nread_timeout = \"10s\"\n\n{}{}{}{}{upto}",
+             [[upstreams]]\nname = \"nvm\"\naddress = \"{nevermined}\"\nread_timeout = \"10s\"\n\n{}{}{}{}{}{upto}",
             route("mip", "/mip", "mip003", ""),
             route("nv", "/nv", "nevermined", ""),
             route("chat", "/chat", "openai_chat", "sync_timeout = \"20s\""),
             route("tool", "/tool", "mcp", "sync_timeout = \"20s\""),
+            route("a2a", "/a2a", "a2a", ""),
         ),
     )
 }
@@ -174,6 +175,18 @@ impl Stack {
                     json!({"model": "m", "messages": [{"role": "user", "content": "hello"}]}),
                 ),
             ),
+            // A2A over HTTP: the payment in the header, as on any HTTP resource (the A2A x402
+            // extension's in-band payment is not built yet).
+            (
+                "a2a",
+                Call::post(
+                    &self.proxy.url("/a2a"),
+                    json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+                        "message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hello"}]},
+                        "configuration": {"returnImmediately": true}}}),
+                )
+                .header("A2A-Version", "1.0"),
+            ),
         ]
     }
 
@@ -222,6 +235,12 @@ async fn an_unpaid_create_gets_402_with_the_offer_in_each_fronts_error_shape() {
             "openai_chat" => assert_eq!(answer.body["error"]["code"], "payment_required", "{text}"),
             "mip003" => assert!(
                 answer.body["detail"].is_string() || answer.body["error"].is_object(),
+                "{text}"
+            ),
+            // A JSON-RPC error answering the request (HTTP 402, as for a missing token).
+            "a2a" => assert_eq!(
+                (&answer.body["jsonrpc"], &answer.body["id"]),
+                (&json!("2.0"), &json!(1)),
                 "{text}"
             ),
             _ => assert!(answer.body.is_object(), "{text}"),
