@@ -51,6 +51,11 @@ fn routes(
     pay_to: &str,
 ) -> String {
     let (agent, nevermined, slow) = agents;
+    // A port nobody listens on: bound, read, and let go.
+    let gone = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
     let upto = |name: &str, upstream: &str, max_timeout: &str| {
         format!(
             r#"[[routes]]
@@ -96,12 +101,21 @@ offers = [{{ scheme = "exact", network = "{NETWORK}", asset = "{}", asset_name =
     common::money::paid_config(
         &format!(
             "[[upstreams]]\nname = \"mip\"\naddress = \"{agent}\"\nread_timeout = \"10s\"\n\n\
-             [[upstreams]]\nname = \"nvm\"\naddress = \"{nevermined}\"\nread_timeout = \"10s\"\n\n{}{}{}{}{}{upto}",
+             [[upstreams]]\nname = \"nvm\"\naddress = \"{nevermined}\"\nread_timeout = \"10s\"\n\n\
+             [[upstreams]]\nname = \"gone\"\naddress = \"127.0.0.1:{gone}\"\nconnect_timeout = \"1s\"\n\n{}{}{}{}{}{}{upto}",
             route("mip", "/mip", "mip003", ""),
             route("nv", "/nv", "nevermined", ""),
             route("chat", "/chat", "openai_chat", "sync_timeout = \"20s\""),
             route("tool", "/tool", "mcp", "sync_timeout = \"20s\""),
             route("a2a", "/a2a", "a2a", ""),
+            route(
+                "down",
+                "/down",
+                "mip003",
+                // Declared here, so that the input is checked without asking the agent.
+                "input_schema = { input_data = [{ id = \"text\", type = \"text\", name = \"Text\" }] }",
+            )
+            .replace("upstream = \"mip\"", "upstream = \"gone\""),
         ),
     )
 }
@@ -716,5 +730,51 @@ async fn an_mcp_host_pays_a_tool_call_in_band_as_x402s_mcp_transport_says() {
     let tx = receipt["transaction"].as_str().expect("a transaction");
     assert_eq!(s.chain.receipt(tx)["status"], "0x1");
     assert_eq!(s.balances(&payer), (before.0 - PRICE, before.1 + PRICE));
+    assert_verified(&s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paid_create_the_agent_never_gets_is_not_settled_and_gives_the_payment_back() {
+    let s = std::sync::Arc::new(stack().await);
+    let payer = s.payer(FUNDS);
+    let before = s.balances(&payer);
+    let call = Call::post(
+        &s.proxy.url("/down/start_job"),
+        json!({"identifier_from_purchaser": "aabbccddeeff0011", "input_data": {"text": "hello"}}),
+    );
+    let paid = {
+        let (s, payer) = (s.clone(), payer.clone());
+        blocking(move || call.pay(&s.chain, &payer)).await
+    };
+    assert_eq!((paid.status, paid.sent), (502, 2), "{paid:?}");
+    assert!(paid.payment_response.is_none(), "nothing settled: {paid:?}");
+    assert_eq!(s.balances(&payer), before, "nothing moved on chain");
+    let account = account_of(&s.chain, &payer);
+    let task_id = held_task(&s, &account).await;
+    let sales = s.store().sales(&task_id).await.expect("sales");
+    assert_eq!(sales.len(), 1, "{sales:?}");
+    assert_eq!(sales[0].state, SaleState::Void, "{sales:?}");
+    let rows: Vec<(String, i64)> = s
+        .store()
+        .history(&account, 10)
+        .await
+        .expect("history")
+        .into_iter()
+        .rev()
+        .map(|r| (r.kind, r.amount))
+        .collect();
+    let price = PRICE as i64;
+    assert_eq!(
+        rows,
+        [
+            ("grant".to_string(), price),
+            ("hold".to_string(), price),
+            ("release".to_string(), price),
+            ("revoke".to_string(), price)
+        ],
+        "granted when verified, taken back when the create failed"
+    );
+    let balance = s.store().balance(&account).await.expect("balance");
+    assert_eq!((balance.granted, balance.captured, balance.held), (0, 0, 0));
     assert_verified(&s).await;
 }
