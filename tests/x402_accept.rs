@@ -778,3 +778,67 @@ async fn a_paid_create_the_agent_never_gets_is_not_settled_and_gives_the_payment
     assert_eq!((balance.granted, balance.captured, balance.held), (0, 0, 0));
     assert_verified(&s).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_payment_sent_ten_times_at_once_pays_for_one_task() {
+    use interlingua::payment::x402::sign::{build_payment_payload, Nonce, Wallet};
+    let s = std::sync::Arc::new(stack().await);
+    let payer = s.payer(FUNDS);
+    let before = s.balances(&payer);
+    // The offer as the route's 402 names it, signed once (interlingua's own signer, which makes
+    // what the SDK's client makes: src/payment/x402/sign.rs).
+    let unpaid = {
+        let s = s.clone();
+        blocking(move || s.creates().remove(0).1.send()).await
+    };
+    let required = unpaid.payment_required.expect("PAYMENT-REQUIRED");
+    let wallet = Wallet::from_hex(&payer.key).expect("the payer's key");
+    let now = chrono::Utc::now().timestamp() as u64;
+    let payload = build_payment_payload(
+        &wallet,
+        &required["accepts"][0],
+        Some(&required["resource"]),
+        None,
+        now,
+        Nonce::random().expect("a nonce"),
+    )
+    .expect("a payment");
+    let header = base64::engine::general_purpose::STANDARD.encode(payload.to_string());
+    let sends = (0..10).map(|_| {
+        client()
+            .post(s.proxy.url("/mip/start_job"))
+            .header("payment-signature", &header)
+            .json(&json!({"identifier_from_purchaser": "aabbccddeeff0011", "input_data": {"text": "once"}}))
+            .send()
+    });
+    let statuses: Vec<u16> = futures_util::future::join_all(sends)
+        .await
+        .into_iter()
+        .map(|r| r.expect("answered").status().as_u16())
+        .collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        1,
+        "one task: {statuses:?}"
+    );
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 402),
+        "{statuses:?}"
+    );
+    assert_eq!(
+        s.balances(&payer),
+        (before.0 - PRICE, before.1 + PRICE),
+        "paid once"
+    );
+    let account = account_of(&s.chain, &payer);
+    let holds = s
+        .store()
+        .history(&account, 50)
+        .await
+        .expect("history")
+        .iter()
+        .filter(|r| r.kind == "hold")
+        .count();
+    assert_eq!(holds, 1, "one task held");
+    assert_verified(&s).await;
+}

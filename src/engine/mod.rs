@@ -222,6 +222,8 @@ pub struct Engine {
     refreshes: follow::Refreshes,
     /// What backs' `[discover]` calls said, per route.
     discovery: discover::Cache,
+    /// The x402 sales this process is settling right now.
+    settling: x402::UnderWay,
 }
 
 /// How long a schema fetched from a back is reused.
@@ -238,6 +240,7 @@ impl Engine {
             schemas: Mutex::new(HashMap::new()),
             refreshes: follow::Refreshes::default(),
             discovery: discover::Cache::default(),
+            settling: x402::UnderWay::default(),
         }
     }
 

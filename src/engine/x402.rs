@@ -183,7 +183,8 @@ impl Engine {
 
     /// Settles an `exact` sale when its create is about to answer 2xx (its authorisation
     /// expires long before a slow task ends). A refused settlement fails the task (its hold
-    /// released) and answers 402 with the settlement's outcome.
+    /// released), takes back what the sale granted, and answers 402 with the settlement's
+    /// outcome.
     pub(super) async fn collect(
         &self,
         t: &Translated,
@@ -195,76 +196,97 @@ impl Engine {
             return Ok(stored);
         };
         let url = paid.resource.clone();
-        let url = url.as_str();
         if sale.scheme != Scheme::Exact.as_str() {
             return Ok(stored);
         }
         let amount = sale.authorised;
-        let (sale, answer) = self.settle_sale(accept, sale, amount).await?;
-        let receipt = answer.as_ref().map(wire::encode_header);
-        match sale.state {
-            SaleState::Settled => {
-                cx.receipt = answer;
-                Ok(stored)
-            }
-            _ => {
-                let why = sale
-                    .detail
-                    .clone()
-                    .unwrap_or_else(|| "the settlement failed".to_string());
-                let patch = TaskPatch {
-                    status: Some(mapping::task::Status::Failed),
-                    reason: Some("payment".to_string()),
-                    message: Some(format!("the payment could not be settled: {why}")),
-                    ..TaskPatch::default()
-                };
-                let _ = self.apply(t, stored, patch, cx).await?;
-                self.store
-                    .save_sale(&sale, sale.authorised)
-                    .await
-                    .map_err(ProxyError::Store)?;
-                let reason = answer
-                    .as_ref()
-                    .and_then(|a| a.error_reason.clone())
-                    .unwrap_or_else(|| "unexpected_settle_error".to_string());
-                let mut r = accept::refusal(
-                    accept,
-                    url,
-                    402,
-                    &reason,
-                    format!("the payment could not be settled: {why}"),
-                );
-                r.response = receipt;
-                Err(refused(r))
-            }
+        let Some((sale, answer)) = self.settle_sale(accept, sale, amount, 0).await? else {
+            // Settled by whoever moved it first (the sweep): nothing more to do here.
+            return Ok(stored);
+        };
+        if sale.state == SaleState::Settled {
+            cx.receipt = answer;
+            return Ok(stored);
         }
+        let why = sale
+            .detail
+            .clone()
+            .unwrap_or_else(|| "the settlement failed".to_string());
+        let patch = TaskPatch {
+            status: Some(mapping::task::Status::Failed),
+            reason: Some("payment".to_string()),
+            message: Some(format!("the payment could not be settled: {why}")),
+            ..TaskPatch::default()
+        };
+        let _ = self.apply(t, stored, patch, cx).await?;
+        // Its hold released by the failure: what the sale granted is taken back.
+        self.store
+            .save_sale(&sale, SaleState::Failed, sale.authorised)
+            .await
+            .map_err(ProxyError::Store)?;
+        let reason = answer
+            .as_ref()
+            .and_then(|a| a.error_reason.clone())
+            .unwrap_or_else(|| "unexpected_settle_error".to_string());
+        let mut r = accept::refusal(
+            accept,
+            &url,
+            402,
+            &reason,
+            format!("the payment could not be settled: {why}"),
+        );
+        r.response = answer.as_ref().map(wire::encode_header);
+        Err(refused(r))
     }
 
-    /// Records the sale as settling, asks the facilitator, records what it said (a settled
-    /// sale keeps its grant; a failed one is saved by the caller, who decides the revoke).
+    /// Settles `amount` of an authorised sale, once: the sale is moved to settling only if it is
+    /// still authorised (`None` when another request or instance got there first: that one
+    /// settles it), then [`Engine::send_settlement`].
     async fn settle_sale(
         &self,
         accept: &crate::config::X402Accept,
         mut sale: Sale,
         amount: u64,
-    ) -> Result<(Sale, Option<wire::SettleResponse>), ProxyError> {
+        revoke_on_failure: u64,
+    ) -> Result<Option<(Sale, Option<wire::SettleResponse>)>, ProxyError> {
         sale.state = SaleState::Settling;
         // What is being settled, so that a crash before its answer knows what was sent.
         sale.settled = Some(amount);
         sale.updated_at = Utc::now();
-        self.store
-            .save_sale(&sale, 0)
+        let mine = self
+            .store
+            .save_sale(&sale, SaleState::Authorised, 0)
             .await
             .map_err(ProxyError::Store)?;
-        let (sale, answer) = accept::settle(&self.client, accept, sale, amount, Utc::now()).await;
-        if sale.state == SaleState::Settled {
-            // What was authorised beyond what was settled goes back (upto).
-            let unsettled = sale.authorised.saturating_sub(amount);
-            self.store
-                .save_sale(&sale, unsettled)
-                .await
-                .map_err(ProxyError::Store)?;
+        if !mine {
+            return Ok(None);
         }
+        self.send_settlement(accept, sale, amount, revoke_on_failure)
+            .await
+            .map(Some)
+    }
+
+    /// Asks the facilitator to settle a sale recorded as settling, and records its answer:
+    /// settled (what was authorised beyond `amount` taken back) or failed (`revoke_on_failure`
+    /// taken back). While it is under way, this process's sweep leaves the sale alone.
+    async fn send_settlement(
+        &self,
+        accept: &crate::config::X402Accept,
+        sale: Sale,
+        amount: u64,
+        revoke_on_failure: u64,
+    ) -> Result<(Sale, Option<wire::SettleResponse>), ProxyError> {
+        let _under_way = self.settling.begin(&sale.reference);
+        let (sale, answer) = accept::settle(&self.client, accept, sale, amount, Utc::now()).await;
+        let revoke = if sale.state == SaleState::Settled {
+            sale.authorised.saturating_sub(amount)
+        } else {
+            revoke_on_failure
+        };
+        self.store
+            .save_sale(&sale, SaleState::Settling, revoke)
+            .await
+            .map_err(ProxyError::Store)?;
         Ok((sale, answer))
     }
 
@@ -280,7 +302,11 @@ impl Engine {
         sale.state = SaleState::Void;
         sale.detail = Some(why.to_string());
         sale.updated_at = Utc::now();
-        if let Err(e) = self.store.save_sale(&sale, sale.authorised).await {
+        if let Err(e) = self
+            .store
+            .save_sale(&sale, SaleState::Authorised, sale.authorised)
+            .await
+        {
             tracing::error!(sale = %sale.reference, "voiding a sale failed: {e}");
         }
     }
@@ -326,20 +352,54 @@ impl Engine {
                     .await;
                 continue;
             }
-            match self.settle_sale(accept, sale, owed).await {
-                Ok((s, _)) if s.state == SaleState::Settled => {
+            // The task's hold is released: a failed settlement takes back what is left of the
+            // grant (the steps captured stay, and `credits verify` lists the sale).
+            let authorised = sale.authorised;
+            match self.settle_sale(accept, sale, owed, authorised).await {
+                Ok(Some((s, _))) if s.state == SaleState::Settled => {
                     tracing::info!(task = %task.id, sale = %s.reference, amount = owed, transaction = s.transaction.as_deref().unwrap_or(""), "x402 payment settled");
                 }
-                Ok((s, _)) => {
+                Ok(Some((s, _))) => {
                     tracing::warn!(task = %task.id, sale = %s.reference, "x402 settlement failed: {}", s.detail.as_deref().unwrap_or(""));
-                    let unsettled = s.authorised;
-                    if let Err(e) = self.store.save_sale(&s, unsettled).await {
-                        tracing::error!(sale = %s.reference, "recording a failed settlement failed: {e}");
-                    }
                 }
+                Ok(None) => {}
                 Err(e) => tracing::error!(task = %task.id, "settling a sale failed: {e}"),
             }
         }
+    }
+}
+
+/// How long a settlement may be under way before another instance takes it for cut short: the
+/// facilitator's answer is waited for 30 s (`payment::x402::accept`).
+const SETTLE_OVERDUE: Duration = Duration::from_secs(35);
+
+/// The sales this process is settling right now: the sweep leaves them alone.
+#[derive(Default)]
+pub(super) struct UnderWay(parking_lot::Mutex<std::collections::HashSet<String>>);
+
+/// One settlement under way, until dropped.
+pub(super) struct Settling<'a> {
+    set: &'a UnderWay,
+    reference: String,
+}
+
+impl UnderWay {
+    fn begin(&self, reference: &str) -> Settling<'_> {
+        self.0.lock().insert(reference.to_string());
+        Settling {
+            set: self,
+            reference: reference.to_string(),
+        }
+    }
+
+    fn under_way(&self, reference: &str) -> bool {
+        self.0.lock().contains(reference)
+    }
+}
+
+impl Drop for Settling<'_> {
+    fn drop(&mut self) {
+        self.set.0.lock().remove(&self.reference);
     }
 }
 
@@ -446,17 +506,25 @@ impl Engine {
     /// its nonce is spent: it did, and is recorded settled. Anything else is left to the
     /// operator (`unknown`), never sent blind.
     async fn resolve_settling(&self, accept: &crate::config::X402Accept, mut sale: Sale) {
+        if self.settling.under_way(&sale.reference) {
+            return;
+        }
+        // Another instance on the store may be settling it right now: only one whose answer
+        // is overdue (the facilitator is waited for 30 s) was cut short.
+        let quiet = (Utc::now() - sale.updated_at)
+            .to_std()
+            .is_ok_and(|d| d > SETTLE_OVERDUE);
+        if self.store.shared() && !quiet {
+            return;
+        }
         let amount = sale.settled.unwrap_or(sale.authorised);
         let verdict = accept::reverify(&self.client, accept, &sale).await;
         match verdict {
             Ok(None) => {
                 tracing::info!(sale = %sale.reference, "a settlement cut short by a stop never reached the chain: sending it");
-                match self.settle_sale(accept, sale, amount).await {
-                    Ok((s, _)) if s.state != SaleState::Settled => {
-                        let _ = self.store.save_sale(&s, s.authorised).await;
-                    }
-                    Ok(_) => {}
-                    Err(e) => tracing::error!("settling a sale failed: {e}"),
+                let authorised = sale.authorised;
+                if let Err(e) = self.send_settlement(accept, sale, amount, authorised).await {
+                    tracing::error!("settling a sale failed: {e}");
                 }
             }
             Ok(Some(reason)) if accept::spent(&reason) => {
@@ -466,7 +534,11 @@ impl Engine {
                 ));
                 sale.updated_at = Utc::now();
                 let unsettled = sale.authorised.saturating_sub(amount);
-                if let Err(e) = self.store.save_sale(&sale, unsettled).await {
+                if let Err(e) = self
+                    .store
+                    .save_sale(&sale, SaleState::Settling, unsettled)
+                    .await
+                {
                     tracing::error!(sale = %sale.reference, "recording a settled sale failed: {e}");
                 }
             }
@@ -477,7 +549,7 @@ impl Engine {
                 ));
                 sale.updated_at = Utc::now();
                 tracing::warn!(sale = %sale.reference, "{}", sale.detail.as_deref().unwrap_or(""));
-                let _ = self.store.save_sale(&sale, 0).await;
+                let _ = self.store.save_sale(&sale, SaleState::Settling, 0).await;
             }
             Err(e) => {
                 tracing::warn!(sale = %sale.reference, "cannot ask the facilitator about a settlement cut short: {e}");

@@ -166,19 +166,39 @@ pub(super) fn open(c: &Connection, s: &Sale) -> Result<Balance, StoreError> {
     )
 }
 
-/// Writes `s` over its earlier record and, when `revoke` is above 0, takes that much back from
-/// the payer's account (what was authorised and granted, but not settled).
-pub(super) fn save(c: &Connection, s: &Sale, revoke: u64) -> Result<(), StoreError> {
+/// Writes `s` over its earlier record if that is still in state `from` and, when `revoke` is
+/// above 0, takes that much back from the payer's account (what was authorised and granted, but
+/// not settled). `false`: the record had moved on, nothing was written.
+pub(super) fn save(
+    c: &Connection,
+    s: &Sale,
+    from: SaleState,
+    revoke: u64,
+) -> Result<bool, StoreError> {
     let r = Record::new(s)?;
-    c.prepare_cached(
-        "UPDATE sales SET state = ?2, deadline = ?3, updated_at = ?4, doc = ?5 WHERE reference = ?1",
-    )
-    .and_then(|mut st| st.execute(params![s.reference, s.state.name(), r.deadline, r.updated_at, r.doc]))
-    .map_err(backend)?;
+    let n = c
+        .prepare_cached(
+            "UPDATE sales SET state = ?2, deadline = ?3, updated_at = ?4, doc = ?5
+             WHERE reference = ?1 AND state = ?6",
+        )
+        .and_then(|mut st| {
+            st.execute(params![
+                s.reference,
+                s.state.name(),
+                r.deadline,
+                r.updated_at,
+                r.doc,
+                from.name()
+            ])
+        })
+        .map_err(backend)?;
+    if n == 0 {
+        return Ok(false);
+    }
     if revoke > 0 {
         super::ledger::revoke(c, &s.account(), revoke as i64, &note(s, "not settled"))?;
     }
-    Ok(())
+    Ok(true)
 }
 
 /// The sale with this reference.

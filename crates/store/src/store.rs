@@ -19,7 +19,7 @@ use super::migrations::Migrations;
 use super::purchases::Purchase;
 use super::readers::Readers;
 use super::rows::{self, Row, Unreadable};
-use super::sales::Sale;
+use super::sales::{Sale, SaleState};
 use super::writer::Writer;
 pub use crate::credits::{
     Account, AccountQuery, AccountSummary, Audit, Balance, DaySpend, HeldTask, Hold, LedgerRow,
@@ -174,9 +174,15 @@ pub trait TaskStore: Send + Sync {
     /// Records a new sale and grants what it authorises to the payer's account, in one
     /// transaction; [`StoreError::Duplicate`] (and nothing written) when its reference is known.
     async fn open_sale(&self, sale: &Sale) -> Result<(), StoreError>;
-    /// Records a sale's new state and, in the same transaction, revokes `revoke` granted but
-    /// not settled.
-    async fn save_sale(&self, sale: &Sale, revoke: u64) -> Result<(), StoreError>;
+    /// Records a sale's new state if it is still in state `from` and, in the same transaction,
+    /// revokes `revoke` granted but not settled. `false` (and nothing written) when the sale
+    /// was moved on meanwhile, by another request or instance: only one of them settles it.
+    async fn save_sale(
+        &self,
+        sale: &Sale,
+        from: SaleState,
+        revoke: u64,
+    ) -> Result<bool, StoreError>;
     /// The sale with this reference.
     async fn sale(&self, reference: &str) -> Result<Option<Sale>, StoreError>;
     /// The sales of a task, oldest first.
@@ -658,10 +664,15 @@ impl TaskStore for SqliteStore {
             .await
     }
 
-    async fn save_sale(&self, sale: &Sale, revoke: u64) -> Result<(), StoreError> {
+    async fn save_sale(
+        &self,
+        sale: &Sale,
+        from: SaleState,
+        revoke: u64,
+    ) -> Result<bool, StoreError> {
         let sale = sale.clone();
         self.writer
-            .run(move |c| super::sales::save(c, &sale, revoke))
+            .run(move |c| super::sales::save(c, &sale, from, revoke))
             .await
     }
 

@@ -42,7 +42,7 @@ use crate::credits::{
 use crate::migrations::{Migrated, Migrations};
 use crate::purchases::Purchase;
 use crate::rows::{Row, Unreadable};
-use crate::sales::Sale;
+use crate::sales::{Sale, SaleState};
 use crate::store::{Leases, PoolStatus, StoreError, Stored, TaskQuery, TaskStore, Unfinished};
 use mapping::task::Task;
 use writer::{Write, Writer, Written};
@@ -301,12 +301,17 @@ impl PgStore {
     }
 
     /// Records a sale's state and revokes what was not settled, in one transaction.
-    async fn save_sale_once(&self, sale: &Sale, revoke: u64) -> Result<(), Fail> {
+    async fn save_sale_once(
+        &self,
+        sale: &Sale,
+        from: SaleState,
+        revoke: u64,
+    ) -> Result<bool, Fail> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        sales::save(&tx, sale, revoke).await?;
+        let saved = sales::save(&tx, sale, from, revoke).await?;
         tx.commit().await?;
-        Ok(())
+        Ok(saved)
     }
 
     /// Ends a task whose document cannot be read, and releases its hold, in one transaction
@@ -483,8 +488,13 @@ impl TaskStore for PgStore {
         attempt!(self.open_sale_once(sale))
     }
 
-    async fn save_sale(&self, sale: &Sale, revoke: u64) -> Result<(), StoreError> {
-        attempt!(self.save_sale_once(sale, revoke))
+    async fn save_sale(
+        &self,
+        sale: &Sale,
+        from: SaleState,
+        revoke: u64,
+    ) -> Result<bool, StoreError> {
+        attempt!(self.save_sale_once(sale, from, revoke))
     }
 
     async fn sale(&self, reference: &str) -> Result<Option<Sale>, StoreError> {

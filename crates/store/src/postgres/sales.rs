@@ -45,25 +45,37 @@ pub(super) async fn open(c: &impl GenericClient, s: &Sale) -> Result<(), Fail> {
     Ok(())
 }
 
-/// Writes `s` over its earlier record and revokes `revoke` (as far as the balance has it).
-pub(super) async fn save(c: &impl GenericClient, s: &Sale, revoke: u64) -> Result<(), Fail> {
+/// Writes `s` over its earlier record if that is still in state `from`, and revokes `revoke`
+/// (as far as the balance has it); `false` when the record had moved on.
+pub(super) async fn save(
+    c: &impl GenericClient,
+    s: &Sale,
+    from: crate::sales::SaleState,
+    revoke: u64,
+) -> Result<bool, Fail> {
     let r = shared::Record::new(s)?;
     let stmt = c
         .prepare_cached(
-            "UPDATE sales SET state = $2, deadline = $3, updated_at = $4, doc = $5 WHERE reference = $1",
+            "UPDATE sales SET state = $2, deadline = $3, updated_at = $4, doc = $5
+             WHERE reference = $1 AND state = $6",
         )
         .await?;
-    c.execute(
-        &stmt,
-        &[
-            &s.reference,
-            &s.state.name(),
-            &r.deadline,
-            &r.updated_at,
-            &r.doc,
-        ],
-    )
-    .await?;
+    let n = c
+        .execute(
+            &stmt,
+            &[
+                &s.reference,
+                &s.state.name(),
+                &r.deadline,
+                &r.updated_at,
+                &r.doc,
+                &from.name(),
+            ],
+        )
+        .await?;
+    if n == 0 {
+        return Ok(false);
+    }
     if revoke > 0 {
         let account = s.account();
         let available = ledger::balance(c, &account, true).await?.available();
@@ -72,7 +84,7 @@ pub(super) async fn save(c: &impl GenericClient, s: &Sale, revoke: u64) -> Resul
             ledger::grant(c, &account, -taken, Some(&shared::note(s, "not settled"))).await?;
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// The sale with this reference.
