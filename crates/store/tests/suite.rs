@@ -148,6 +148,7 @@ both!(
     the_ledger_of_a_task_is_its_own_rows_in_the_order_written,
     spend_by_day_sums_captures_per_route_and_day_from_the_day_given,
     a_store_at_v4_upgrades_to_v6_with_the_ledgers_index,
+    a_sale_opens_once_and_moves_only_from_the_state_it_was_read_in,
 );
 
 async fn insert_get_update_with_versions(db: Db) {
@@ -1336,4 +1337,72 @@ fn both_backends_settle_any_script_alike() {
         });
         prop_assert_eq!(on_sqlite, on_postgres);
     });
+}
+
+/// A sale: opened once (its grant with it), moved on only from the state it was read in (one
+/// settler wins), what was not settled revoked with the move, listed while open.
+async fn a_sale_opens_once_and_moves_only_from_the_state_it_was_read_in(db: Db) {
+    use store::{Sale, SaleState};
+    let store = db.store().await;
+    let now = Utc::now();
+    let task = Task::new("r", now);
+    let mut sale = Sale {
+        reference: "eip155:1:0xpayer:0x01".to_string(),
+        rail: "x402".to_string(),
+        task_id: task.id.clone(),
+        plan: "x402:0xtoken".to_string(),
+        subject: "eip155:1:0xpayer".to_string(),
+        state: SaleState::Authorised,
+        scheme: "upto".to_string(),
+        network: "eip155:1".to_string(),
+        asset: "0xtoken".to_string(),
+        payer: "0xpayer".to_string(),
+        authorised: 100,
+        settled: None,
+        transaction: None,
+        deadline: now,
+        detail: None,
+        payload: serde_json::json!({"x402Version": 2}),
+        requirements: serde_json::json!({"amount": "100"}),
+        calls: Vec::new(),
+        created_at: now,
+        updated_at: now,
+    };
+    let account = sale.account();
+    store.open_sale(&sale).await.unwrap();
+    assert!(matches!(
+        store.open_sale(&sale).await,
+        Err(StoreError::Duplicate(_))
+    ));
+    assert_eq!(store.balance(&account).await.unwrap().granted, 100);
+    assert_eq!(store.open_sales().await.unwrap().len(), 1);
+
+    sale.state = SaleState::Settling;
+    sale.settled = Some(30);
+    assert!(store
+        .save_sale(&sale, SaleState::Authorised, 0)
+        .await
+        .unwrap());
+    // A second settler read it authorised too: it does not get to move it.
+    assert!(!store
+        .save_sale(&sale, SaleState::Authorised, 0)
+        .await
+        .unwrap());
+    sale.state = SaleState::Settled;
+    sale.transaction = Some("0xfeed".to_string());
+    assert!(store
+        .save_sale(&sale, SaleState::Settling, 70)
+        .await
+        .unwrap());
+    let b = store.balance(&account).await.unwrap();
+    assert_eq!(
+        (b.granted, b.captured, b.held),
+        (30, 0, 0),
+        "70 of 100 revoked"
+    );
+    let found = store.sale(&sale.reference).await.unwrap().unwrap();
+    assert_eq!(found, sale);
+    assert_eq!(store.sales(&task.id).await.unwrap(), vec![sale]);
+    assert!(store.open_sales().await.unwrap().is_empty());
+    assert!(store.unsettled_sales().await.unwrap().is_empty());
 }
