@@ -1,7 +1,7 @@
 //! interlingua pays agents that demand x402: a MIP-003 agent behind the official x402 SDK's
 //! payment middleware (`tests/peers/x402_agent.py`, x402 2.25.0), whose `start_job` answers 402
 //! until paid, settling through the SDK's own facilitator on a local anvil node in the tests'
-//! EIP-3009 token (`tests/common/chain.rs`). Clients of a MIP-003 and a Nevermined front spend
+//! EIP-3009 token (`tests/common/chain.rs`). Clients of MIP-003, Nevermined and A2A fronts spend
 //! credits as on any priced route; interlingua pays the agent from its wallet, within the
 //! route's policy. What is asserted is what the chain, the facilitator, the cost ledger (admin
 //! API) and the credit ledger say: exact balances, the settlement's transaction, no signature
@@ -206,6 +206,13 @@ async fn create(s: &Stack, front: &str, prefix: &str, subject: &str) -> (u16, Va
             .json(
                 &json!({"identifier_from_purchaser": PURCHASER, "input_data": {"text": "hello"}}),
             ),
+        // A2A 0.3 over JSON-RPC, not waiting for the task to end.
+        "a2a" => client().post(s.proxy.url(prefix)).json(&json!({
+            "jsonrpc": "2.0", "id": 1, "method": "message/send",
+            "params": {"message": {"kind": "message", "messageId": "m-1", "role": "user",
+                                   "parts": [{"kind": "text", "text": "hello"}]},
+                       "configuration": {"blocking": false}},
+        })),
         _ => client()
             .post(s.proxy.url(&format!("{prefix}/api/v1/agents/{DID}/tasks")))
             .json(&json!({"input_query": "hello"})),
@@ -222,6 +229,7 @@ async fn create(s: &Stack, front: &str, prefix: &str, subject: &str) -> (u16, Va
 async fn completed(s: &Stack, front: &str, prefix: &str, subject: &str, task: &str) -> Value {
     let url = match front {
         "mip003" => s.proxy.url(&format!("{prefix}/status?job_id={task}")),
+        "a2a" => s.proxy.url(prefix),
         _ => s
             .proxy
             .url(&format!("{prefix}/api/v1/agents/{DID}/tasks/{task}")),
@@ -229,8 +237,13 @@ async fn completed(s: &Stack, front: &str, prefix: &str, subject: &str, task: &s
     eventually(&format!("{front}: the job to complete"), || {
         let url = url.clone();
         async move {
-            let resp = client()
-                .get(url)
+            let request = match front {
+                "a2a" => client().post(url).json(
+                    &json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task}}),
+                ),
+                _ => client().get(url),
+            };
+            let resp = request
                 .bearer_auth(token(subject))
                 .send()
                 .await
@@ -238,6 +251,7 @@ async fn completed(s: &Stack, front: &str, prefix: &str, subject: &str, task: &s
             let (status, body) = status_and_json(resp).await;
             let done = match front {
                 "mip003" => body["status"] == "completed",
+                "a2a" => body["result"]["status"]["state"] == "completed",
                 _ => body["task"]["task_status"] == "Completed",
             };
             if status == 200 && done {
@@ -252,9 +266,10 @@ async fn completed(s: &Stack, front: &str, prefix: &str, subject: &str, task: &s
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interlingua_pays_the_agent_per_job_from_its_wallet_through_each_front() {
-    static ROUTES: [(&str, &str, &str, Policy); 2] = [
+    static ROUTES: [(&str, &str, &str, Policy); 3] = [
         ("mip", "/mip", "mip003", PAYS),
         ("nv", "/nv", "nevermined", PAYS),
+        ("a2a", "/a2a", "a2a", PAYS),
     ];
     let s = Arc::new(stack(&ROUTES).await);
     let mut jobs = 0;
@@ -265,6 +280,7 @@ async fn interlingua_pays_the_agent_per_job_from_its_wallet_through_each_front()
         let (status, body) = create(&s, front, prefix, &subject).await;
         let (created, task) = match *front {
             "mip003" => (200, body["job_id"].as_str()),
+            "a2a" => (200, body["result"]["id"].as_str()),
             _ => (201, body["task"]["task_id"].as_str()),
         };
         assert_eq!(status, created, "{front}: {body}");
@@ -272,6 +288,10 @@ async fn interlingua_pays_the_agent_per_job_from_its_wallet_through_each_front()
         let done = completed(&s, front, prefix, &subject, &task).await;
         match *front {
             "mip003" => assert_eq!(done["result"], "HELLO", "{done}"),
+            "a2a" => assert_eq!(
+                done["result"]["artifacts"][0]["parts"][0]["text"], "HELLO",
+                "{done}"
+            ),
             _ => assert_eq!(done["task"]["output"], "HELLO", "{done}"),
         }
 
@@ -315,7 +335,7 @@ async fn interlingua_pays_the_agent_per_job_from_its_wallet_through_each_front()
             }),
             "{front}"
         );
-        assert_eq!(row["route"], if *front == "mip003" { "mip" } else { "nv" });
+        assert_eq!(row["route"], ROUTES[jobs - 1].0);
         let receipt = {
             let (s, tx) = (s.clone(), tx.clone());
             blocking(move || s.chain.receipt(&tx)).await
@@ -344,7 +364,7 @@ async fn interlingua_pays_the_agent_per_job_from_its_wallet_through_each_front()
     let calls = s.facilitator.calls();
     assert_eq!(
         calls,
-        ["/verify", "/settle", "/verify", "/settle"],
+        ["/verify", "/settle"].repeat(ROUTES.len()),
         "one verification and one settlement per job"
     );
 }
