@@ -75,6 +75,10 @@ pub enum ProxyError {
     /// The agent failed the task, on a front that answers a failure as an error.
     #[error("the agent failed the task: {message}")]
     TaskFailed { message: String },
+    /// The agent asked to be paid for a call (x402) and interlingua did not pay, or paid and was
+    /// asked again: why, in words (the task fails, reason `payment`).
+    #[error("the agent's payment was not made: {message}")]
+    UpstreamPayment { message: String },
     /// No valid bearer token.
     #[error("{}", unauthorized_message(.0))]
     Unauthorized(crate::auth::AuthError),
@@ -148,6 +152,8 @@ impl ProxyError {
                 _ => 400,
             },
             ProxyError::TaskFailed { .. } => 502,
+            // The client did nothing wrong: the agent behind the route could not be paid.
+            ProxyError::UpstreamPayment { .. } => 502,
             ProxyError::Unauthorized(_) => 401,
             ProxyError::Forbidden { .. } => 403,
             ProxyError::PaymentRequired { .. } => 402,
@@ -182,6 +188,7 @@ impl ProxyError {
             ProxyError::Upstream(UpstreamError::Invalid { .. }) => "upstream_invalid_response",
             ProxyError::Upstream(UpstreamError::Rejected { .. }) => "upstream_rejected",
             ProxyError::TaskFailed { .. } => "task_failed",
+            ProxyError::UpstreamPayment { .. } => "upstream_payment",
             ProxyError::Unauthorized(_) => "unauthorized",
             ProxyError::Forbidden { .. } => "forbidden",
             ProxyError::PaymentRequired { .. } => "insufficient_credits",

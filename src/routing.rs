@@ -154,6 +154,7 @@ mod tests {
             price: None,
             payment: None,
             x402: None,
+            x402_pay: None,
         }
     }
 

@@ -4,7 +4,9 @@
 //! the value of `admin.token_env`): the credits API
 //! (`POST /credits/grant`, `POST /credits/revoke`, `GET /credits/balance`, `GET /credits/history`,
 //! `GET /credits/verify`: the ledger's invariants, see [`crate::credits::verify`]),
-//! `GET /tasks/{id}` (with its purchases), `GET /tasks/{id}/purchases`, and the config:
+//! `GET /tasks/{id}` (with its purchases and costs), `GET /tasks/{id}/purchases`,
+//! `GET /tasks/{id}/sales` (what its client paid on a rail), `GET /tasks/{id}/costs` (the cost
+//! ledger: what agents were paid for it), and the config:
 //! `POST /config/reload` (see [`crate::reload`]) and `GET /config`. And the operator's console,
 //! `/console` ([`console`]), behind a login with the same token. Keep the listener off public
 //! networks.
@@ -304,39 +306,36 @@ impl Admin {
             }
             (&Method::GET, p) if p.starts_with("/tasks/") && p.ends_with("/purchases") => {
                 let id = &p["/tasks/".len()..p.len() - "/purchases".len()];
-                match (store.get(id).await, store.purchases(id).await) {
-                    (Ok(Some(_)), Ok(purchases)) => {
-                        json_response(StatusCode::OK, &json!({ "purchases": purchases }))
-                    }
-                    (Ok(None), _) => task_not_found(id),
-                    (Err(e), _) | (_, Err(e)) => store_error(&e),
-                }
+                let (task, purchases) = tokio::join!(store.get(id), store.purchases(id));
+                task_records(id, "purchases", task, purchases)
             }
             // What the task's client paid on a rail (x402 sales): state, amounts, transaction.
             (&Method::GET, p) if p.starts_with("/tasks/") && p.ends_with("/sales") => {
                 let id = &p["/tasks/".len()..p.len() - "/sales".len()];
-                match (store.get(id).await, store.sales(id).await) {
-                    (Ok(Some(_)), Ok(sales)) => {
-                        json_response(StatusCode::OK, &json!({ "sales": sales }))
-                    }
-                    (Ok(None), _) => task_not_found(id),
-                    (Err(e), _) | (_, Err(e)) => store_error(&e),
-                }
+                let (task, sales) = tokio::join!(store.get(id), store.sales(id));
+                task_records(id, "sales", task, sales)
+            }
+            (&Method::GET, p) if p.starts_with("/tasks/") && p.ends_with("/costs") => {
+                let id = &p["/tasks/".len()..p.len() - "/costs".len()];
+                let (task, costs) = tokio::join!(store.get(id), store.costs(id));
+                task_records(id, "costs", task, costs)
             }
             (&Method::GET, p) if p.starts_with("/tasks/") => {
                 let id = &p["/tasks/".len()..];
-                match (store.get(id).await, store.purchases(id).await) {
-                    // The purchases made for the task (on the agent's own payment rail) beside it.
-                    (Ok(Some(s)), Ok(purchases)) => json_response(
+                let (task, purchases, costs) =
+                    tokio::join!(store.get(id), store.purchases(id), store.costs(id));
+                match (task, purchases, costs) {
+                    // What was paid for the task beside it: purchases on the agent's own rail,
+                    // and the cost ledger's rows (agents paid per call).
+                    (Ok(Some(s)), Ok(purchases), Ok(costs)) => json_response(
                         StatusCode::OK,
-                        &json!({"task": s.task, "version": s.version, "purchases": purchases}),
+                        &json!({"task": s.task, "version": s.version, "purchases": purchases,
+                                "costs": costs}),
                     ),
-                    (Err(e), _) | (Ok(Some(_)), Err(e)) => store_error(&e),
-                    (Ok(None), _) => error(
-                        StatusCode::NOT_FOUND,
-                        "task_not_found",
-                        &format!("task `{id}` not found"),
-                    ),
+                    (Err(e), _, _) | (Ok(Some(_)), Err(e), _) | (Ok(Some(_)), _, Err(e)) => {
+                        store_error(&e)
+                    }
+                    (Ok(None), _, _) => task_not_found(id),
                 }
             }
             _ => not_found(path),
@@ -417,6 +416,20 @@ async fn read_body(session: &mut ServerSession) -> Result<BytesMut, Box<Response
             Ok(None) => return Ok(body),
             Err(e) => return Err(fail(StatusCode::BAD_REQUEST, "bad_request", &e.to_string())),
         }
+    }
+}
+
+/// `{"<key>": records}`, the records kept beside task `id`; 404 when there is no such task.
+fn task_records<T: serde::Serialize>(
+    id: &str,
+    key: &str,
+    task: Result<Option<store::Stored>, StoreError>,
+    records: Result<Vec<T>, StoreError>,
+) -> Response<Vec<u8>> {
+    match (task, records) {
+        (Ok(Some(_)), Ok(records)) => json_response(StatusCode::OK, &json!({ key: records })),
+        (Ok(None), _) => task_not_found(id),
+        (Err(e), _) | (_, Err(e)) => store_error(&e),
     }
 }
 

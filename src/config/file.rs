@@ -247,13 +247,38 @@ pub struct AuthMetadataEntry {
     pub scopes: Option<Vec<Spanned<String>>>,
 }
 
-/// A route's `payment`: the rail interlingua pays the agent on (`masumi`), and what it takes
-/// from clients that pay on the wire (`accept`).
+/// A route's `payment`: the rail interlingua pays the agent on (`masumi`, or `pay` for agents
+/// that ask per call), and what it takes from clients that pay on the wire (`accept`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PaymentEntry {
     pub masumi: Option<Spanned<MasumiEntry>>,
     pub accept: Option<Spanned<AcceptEntry>>,
+    pub pay: Option<Spanned<PayEntry>>,
+}
+
+/// `payment.pay`: the rails interlingua pays an agent on when the agent asks for payment in
+/// its answer to a call.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PayEntry {
+    pub x402: Option<Spanned<X402PayEntry>>,
+}
+
+/// `payment.pay.x402`: the wallet interlingua pays from, and what it may pay.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct X402PayEntry {
+    /// The variable holding the wallet's private key (hex): never the config itself.
+    pub key_env: Spanned<String>,
+    /// CAIP-2 networks a payment may be made on (`eip155:8453`).
+    pub networks: Spanned<Vec<Spanned<String>>>,
+    /// Token contracts a payment may be made in.
+    pub assets: Spanned<Vec<Spanned<String>>>,
+    /// The most one call may cost, in the assets' atomic units.
+    pub max_per_call: Spanned<u64>,
+    /// The most one task's calls may cost together, in the same units.
+    pub max_per_task: Spanned<u64>,
 }
 
 /// `payment.accept`: the rails a client may pay this route on, instead of holding a plan.

@@ -7,6 +7,7 @@ mod file;
 mod limits;
 mod metadata;
 mod model;
+mod pay;
 mod payment;
 mod sections;
 mod storage;

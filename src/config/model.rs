@@ -541,6 +541,34 @@ pub struct Route {
     pub payment: Option<PaymentService>,
     /// What a client may pay with x402 instead of presenting a token.
     pub x402: Option<X402Accept>,
+    /// What interlingua may pay an agent that answers a call with 402 (x402).
+    pub x402_pay: Option<X402Pay>,
+}
+
+/// A route's `payment.pay.x402`: the wallet interlingua pays agents from, and the policy no
+/// payment leaves: an offer outside it is never signed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct X402Pay {
+    /// The wallet's private key, from the environment (checked: a valid secp256k1 key).
+    pub key: SecretKey,
+    /// CAIP-2 networks (`eip155:<chain id>`) a payment may be made on.
+    pub networks: Vec<String>,
+    /// Token contracts a payment may be made in, lower-case (addresses compare so).
+    pub assets: Vec<String>,
+    /// The most one call may cost, in the assets' atomic units (at most `i64::MAX`).
+    pub max_per_call: u64,
+    /// The most a task's payments may add up to, in the same units (at most `i64::MAX`).
+    pub max_per_task: u64,
+}
+
+/// A secret read from the environment. Its Debug never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretKey(pub String);
+
+impl std::fmt::Debug for SecretKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretKey(…)")
+    }
 }
 
 /// A route's `payment.accept.x402`: where payments are verified and settled, and what it asks.

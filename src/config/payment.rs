@@ -33,12 +33,12 @@ pub fn payment(
     match &entry.masumi {
         Some(m) => masumi(m.get_ref(), &format!("{where_}.masumi"), p)
             .map(|s| Some(PaymentService::Masumi(s))),
-        None if entry.accept.is_some() => Some(None),
+        None if entry.accept.is_some() || entry.pay.is_some() => Some(None),
         None => {
             p.at(
                 Some(spanned.span()),
                 where_,
-                "name a rail: `masumi = { url, token_env, network }` (paying the agent) or `accept.x402 = { facilitator, offers }` (being paid)",
+                "name a rail: `masumi = { url, token_env, network }` or `pay.x402 = { key_env, networks, assets, max_per_call, max_per_task }` (paying the agent), or `accept.x402 = { facilitator, offers }` (being paid)",
             );
             None
         }
@@ -138,8 +138,7 @@ fn offer(o: &X402OfferEntry, path: &str, p: &mut Collector<'_>) -> Option<X402Of
         }
     };
     let network = o.network.get_ref().clone();
-    let chain = network.strip_prefix("eip155:").unwrap_or("");
-    if chain.is_empty() || !chain.bytes().all(|b| b.is_ascii_digit()) {
+    if !is_evm_network(&network) {
         p.at(
             Some(o.network.span()),
             format!("{path}.network"),
@@ -267,7 +266,14 @@ fn offer(o: &X402OfferEntry, path: &str, p: &mut Collector<'_>) -> Option<X402Of
     })
 }
 
-fn is_address(s: &str) -> bool {
+/// Whether `s` names an EVM network as CAIP-2 writes it: `eip155:` and a chain id.
+pub(super) fn is_evm_network(s: &str) -> bool {
+    let chain = s.strip_prefix("eip155:").unwrap_or("");
+    !chain.is_empty() && chain.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Whether `s` is an EVM address: `0x` and 40 hex digits.
+pub(super) fn is_address(s: &str) -> bool {
     s.strip_prefix("0x")
         .is_some_and(|h| h.len() == 40 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }

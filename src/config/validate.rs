@@ -12,6 +12,7 @@ use toml::Spanned;
 use super::access;
 use super::file::{self, LogFormatName};
 use super::model::*;
+use super::pay;
 use super::payment;
 use super::sections::RawConfig;
 use mapping::depth;
@@ -573,6 +574,7 @@ fn routes(
         let price = access::price(r, &path, p);
         let payment = payment::payment(r, &path, p);
         let x402 = payment::x402(r, &path, p);
+        let x402_pay = pay::x402_pay(r, &path, p);
         if let (Some(Some(_)), Some(a)) = (&price, &access) {
             if !a.auth {
                 p.at(
@@ -593,6 +595,7 @@ fn routes(
             Some(price),
             Some(payment),
             Some(x402),
+            Some(x402_pay),
         ) = (
             upstream,
             front,
@@ -604,6 +607,7 @@ fn routes(
             price,
             payment,
             x402,
+            x402_pay,
         )
         else {
             continue;
@@ -613,6 +617,14 @@ fn routes(
                 r.payment.as_ref().map(|s| s.span()),
                 format!("{path}.payment.accept.x402"),
                 "a passthrough route forwards requests it does not read: x402 needs a front dialect, whose creates it can price and whose errors it can write",
+            );
+            continue;
+        }
+        if x402_pay.is_some() && front == Dialect::Passthrough {
+            p.at(
+                r.payment.as_ref().map(|s| s.span()),
+                format!("{path}.payment.pay.x402"),
+                "a passthrough route forwards answers it does not read: paying an agent needs the engine to make the call, and retry it paid",
             );
             continue;
         }
@@ -654,6 +666,7 @@ fn routes(
                 price,
                 payment,
                 x402,
+                x402_pay,
             },
         ));
     }

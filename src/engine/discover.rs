@@ -111,7 +111,10 @@ impl Engine {
             }
             let seed = Decoded::from(serde_json::json!({ "discovered": found.clone() }));
             let call = super::translation::call_of(next);
-            match self.call_once(t, call, &view, seed, cx, &mut false).await {
+            match self
+                .call_once(t, call, (&view, None), seed, cx, &mut false)
+                .await
+            {
                 Ok(read) => found = read.discovered(),
                 Err(e) => {
                     tracing::debug!(route = %t.route, call = %next.name, error = %e, "discovery failed");

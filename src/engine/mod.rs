@@ -32,6 +32,7 @@ pub mod translation;
 pub mod views;
 pub mod watch;
 mod x402;
+mod x402_pay;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -79,6 +80,8 @@ pub struct Translated {
     pub payment: Option<crate::config::PaymentService>,
     /// What a client may pay with x402 instead of presenting a token.
     pub x402: Option<crate::config::X402Accept>,
+    /// What interlingua may pay an agent that answers a call with 402, and its wallet.
+    pub x402_pay: Option<Arc<crate::payment::x402::pay::Policy>>,
     /// The key the mappings' `seal`/`unseal` use (`[server] seal_key_env`, or one per process).
     pub seal_key: Arc<[u8]>,
 }
@@ -113,6 +116,15 @@ impl Translated {
             access: route.access.clone(),
             payment: route.payment.clone(),
             x402: route.x402.clone(),
+            x402_pay: route.x402_pay.as_ref().and_then(|c| {
+                crate::payment::x402::pay::Policy::new(c)
+                    .inspect_err(|e| {
+                        // The config's check takes the keys this refuses: not reached.
+                        tracing::error!(route = %route.name, "payment.pay.x402: {e}");
+                    })
+                    .ok()
+                    .map(Arc::new)
+            }),
             seal_key,
         }
     }
@@ -500,8 +512,10 @@ impl Engine {
         let Some(first) = calls.next() else {
             return Err(ProxyError::Internal(format!("`{}` has no call", bop.key)));
         };
+        // The calls after the first read a document made of answers: the task is named here.
+        let task = doc.stored_task_id();
         let mut answer = self
-            .call_once(t, first, doc, Decoded::default(), cx, moved)
+            .call_once(t, first, (doc, task), Decoded::default(), cx, moved)
             .await?;
         if bop.then.is_empty() {
             return Ok(answer);
@@ -517,7 +531,9 @@ impl Engine {
                 continue;
             }
             // Each answer is read onto the ones before, so its rules can see them.
-            answer = self.call_once(t, next, &running, answer, cx, moved).await?;
+            answer = self
+                .call_once(t, next, (&running, task), answer, cx, moved)
+                .await?;
         }
         Ok(answer)
     }
@@ -579,12 +595,14 @@ impl Engine {
 
     /// One HTTP call to the back: `doc` written with the call's request rules, the answer read
     /// onto `seed` with its response rules. An answer whose rules find an `error` (a JSON-RPC
-    /// error in a 200) is the back's error.
+    /// error in a 200) is the back's error. `task` is the stored task the call is for, if any:
+    /// on a route that pays agents, a 402 is paid and the call made again, booked against it
+    /// (see `x402_pay`).
     async fn call_once(
         &self,
         t: &Translated,
         call: translation::Call<'_>,
-        doc: &dyn Doc,
+        (doc, task): (&dyn Doc, Option<&str>),
         seed: Decoded,
         cx: &mut Cx<'_>,
         moved: &mut bool,
@@ -635,12 +653,25 @@ impl Engine {
             }
         }
         let header = request_header(call.method, &target, t, &msg, body.as_ref(), cx, &span)?;
+        // Kept only where an agent may be paid: the same request is sent again, paid.
+        let retry = t.x402_pay.as_ref().map(|_| x402_pay::Retry {
+            header: header.clone(),
+            body: body.clone(),
+            span: span.clone(),
+        });
         let answer = match self.exchange(t, header, body, span).await {
             Ok(a) => a,
             Err(e) => {
                 *moved = matches!(e, UpstreamError::Failed { .. });
                 return Err(e.into());
             }
+        };
+        let answer = match retry {
+            // Boxed, as every large future the engine awaits deep down: see `handle`.
+            Some(retry) if answer.status == 402 => {
+                Box::pin(self.pay_and_retry(t, task, answer, retry, cx)).await?
+            }
+            _ => answer,
         };
         cx.spent.upstream += answer.took;
         let parsed = parse_answer(&answer.body);

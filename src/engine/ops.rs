@@ -181,11 +181,7 @@ impl Engine {
             Ok(a) => a,
             Err(e) => {
                 // Nothing runs upstream: the task ends here, and says why.
-                let failed = TaskPatch {
-                    status: Some(Status::Failed),
-                    reason: Some("upstream_error".to_string()),
-                    ..TaskPatch::default()
-                };
+                let failed = super::views::failed_call(&e);
                 let _ = self.apply(t, stored, failed, cx).await;
                 return Err(e);
             }
@@ -279,10 +275,8 @@ impl Engine {
             Err(e) => {
                 tracing::warn!(task = %task_id, route = %t.route, "background execution failed: {e}");
                 TaskPatch {
-                    status: Some(Status::Failed),
-                    reason: Some("upstream_error".to_string()),
                     message: Some(e.to_string()),
-                    ..TaskPatch::default()
+                    ..super::views::failed_call(&e)
                 }
             }
         };
@@ -810,6 +804,9 @@ impl Engine {
                     ..TaskPatch::default()
                 }
             }
+            // An agent asking to be paid for a poll, and not paid: the task ends (its payment
+            // was refused, or asked for twice), rather than being polled for ever.
+            Err(e @ ProxyError::UpstreamPayment { .. }) => super::views::failed_call(&e),
             Err(e) => return Err(e),
         };
         let stored = self.apply(t, stored, patch, cx).await?;

@@ -1,6 +1,6 @@
 //! What the engine adds to the one canonical document ([`mapping::dialect::doc`]): the error
 //! document for a [`ProxyError`], a back's answer made a [`TaskPatch`] with the error that names
-//! the back, and the task's JSON in either namespace for `tests/golden.rs`. Documents are built
+//! the back (and a failed call's patch), and the task's JSON in either namespace for `tests/golden.rs`. Documents are built
 //! there, from typed values; nothing here indexes a document by key.
 
 use serde_json::Value;
@@ -34,6 +34,21 @@ pub fn patch_of(answer: &Decoded, upstream: &str, dialect: &str) -> Result<TaskP
             detail: format!("it does not fit the canonical task: {e}"),
         })
     })
+}
+
+/// What a task becomes when a call of its back fails with `err`: failed, reason `payment` when
+/// the agent asked to be paid and was not (the message says why), else `upstream_error`.
+pub fn failed_call(err: &ProxyError) -> TaskPatch {
+    let (reason, message) = match err {
+        ProxyError::UpstreamPayment { message } => ("payment", Some(message.clone())),
+        _ => ("upstream_error", None),
+    };
+    TaskPatch {
+        status: Some(mapping::task::Status::Failed),
+        reason: Some(reason.to_string()),
+        message,
+        ..TaskPatch::default()
+    }
 }
 
 /// The canonical error document for `err`.

@@ -5,8 +5,10 @@
 //! points only: after the back's create answer ([`Payer::buy`]) and on every refresh of the task
 //! ([`Payer::follow`], [`Payer::refund`]); each returns the purchase record to store, and the
 //! engine decides from its state what the task becomes. The rail's own protocol lives in one
-//! file per rail ([`masumi`]); [`x402`] holds the x402 rail's wire and offers, on which being paid
-//! by clients is being built.
+//! file per rail ([`masumi`]); [`x402`] holds the x402 rail: its wire and offers, being paid by
+//! clients, and paying agents that answer a call with 402 (`payment.pay.x402`: [`x402::pay`],
+//! which the engine calls when a back call is answered 402, outside [`Payer`]: such an agent
+//! asks per call, not once per job).
 
 pub mod masumi;
 pub mod x402;

@@ -102,6 +102,7 @@ fn keeps_connection(err: &ProxyError) -> bool {
         | ProxyError::PaymentRequired { .. }
         | ProxyError::PaymentRefused(_)
         | ProxyError::TaskFailed { .. }
+        | ProxyError::UpstreamPayment { .. }
         | ProxyError::Store(_)
         | ProxyError::Unauthorized(_)
         | ProxyError::Forbidden { .. }
@@ -224,6 +225,7 @@ fn error_headers(err: &ProxyError, resource: Option<&Challenge>) -> Vec<(&'stati
         | ProxyError::Upstream(UpstreamError::Rejected { .. })
         | ProxyError::PaymentRequired { .. }
         | ProxyError::TaskFailed { .. }
+        | ProxyError::UpstreamPayment { .. }
         | ProxyError::Store(_)
         | ProxyError::Internal(_) => Vec::new(),
     }

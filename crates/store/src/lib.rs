@@ -10,6 +10,7 @@
 //! | `rows`      | the tasks table's SQL; a row that cannot be read is ended, not retried |
 //! | `ledger`    | the ledger's SQL: a hold in the transaction that checks the balance, one capture per (task, step) |
 //! | [`purchases`] | payments made on an agent's own rail, on the operator's account |
+//! | [`costs`] | the cost ledger: what interlingua paid agents that charge per call (x402), or refused to |
 //! | [`sales`] | payments a client made to interlingua on a rail (x402), and the ledger rows they move |
 //! | `writer`    | SQLite's one thread every write goes through, committing writes in groups (PostgreSQL's is `postgres::writer`) |
 //! | `readers`   | the read connections beside it |
@@ -21,6 +22,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod costs;
 pub mod credits;
 mod ledger;
 pub mod migrations;
@@ -36,6 +38,7 @@ pub mod store;
 mod throughput;
 mod writer;
 
+pub use costs::{Cost, CostState};
 pub use credits::{
     Account, AccountQuery, AccountSummary, Audit, Balance, Capture, DaySpend, HeldTask, Hold,
     LedgerRow, OpenHold, Settled, Settlement, Unstarted,

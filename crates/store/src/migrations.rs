@@ -15,7 +15,8 @@
 //! time (the operator's console: a task's rows, the spend per route and day); v6 those two
 //! replaced by one on the captures' time alone (every create writes three ledger rows, and
 //! each index cost each row an insert: bench/README.md, "Where the CPU went"); v7 the sales
-//! table (payments clients made on a rail of their own, x402).
+//! table (payments clients made on a rail of their own, x402); v8 the costs table (what
+//! interlingua paid agents on their rails, x402).
 
 use rusqlite::Connection;
 
@@ -51,7 +52,8 @@ fn migration(backend: Backend, n: u32) -> String {
         (4, Backend::Postgres) => V4_POSTGRES,
         (5, _) => V5,
         (6, _) => V6,
-        (_, _) => V7,
+        (7, _) => V7,
+        (_, _) => V8,
     };
     let types: [(&str, &str); 5] = match backend {
         Backend::Sqlite => [
@@ -224,8 +226,33 @@ CREATE INDEX sales_by_task ON sales (task_id);
 CREATE INDEX sales_open ON sales (deadline) WHERE state IN ('authorised', 'settling');
 ";
 
+/// v8: costs, what interlingua paid agents (or refused to pay them) on the agents' own rails:
+/// rows appended, never changed, read by task (a task's margin, its cap on what it may spend).
+/// Columns, not a document: an operator sums them in SQL.
+const V8: &str = "
+CREATE TABLE costs (
+    seq              {seq},
+    task_id          TEXT NOT NULL,
+    route            TEXT NOT NULL,
+    at               TEXT NOT NULL,
+    rail             TEXT NOT NULL,
+    state            TEXT NOT NULL,
+    scheme           TEXT,
+    network          TEXT,
+    asset            TEXT,
+    pay_to           TEXT,
+    amount           {bigint},
+    payer            TEXT,
+    transaction_hash TEXT,
+    detail           TEXT,
+    required         TEXT,
+    response         TEXT
+);
+CREATE INDEX costs_by_task ON costs (task_id, seq);
+";
+
 /// The newest version this build knows (the same for both backends).
-pub const SUPPORTED: u32 = 7;
+pub const SUPPORTED: u32 = 8;
 
 /// What to do at `found`: `Ok(None)` nothing, `Ok(Some(from))` apply after `from`.
 pub(crate) fn judge(found: u32, mode: Migrations) -> Result<Option<u32>, StoreError> {

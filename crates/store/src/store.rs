@@ -14,6 +14,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::Connection;
 
+use super::costs::Cost;
 use super::ledger;
 use super::migrations::Migrations;
 use super::purchases::Purchase;
@@ -171,6 +172,10 @@ pub trait TaskStore: Send + Sync {
     async fn save_purchase(&self, purchase: &Purchase) -> Result<(), StoreError>;
     /// The purchases made for a task.
     async fn purchases(&self, task_id: &str) -> Result<Vec<Purchase>, StoreError>;
+    /// Appends a row to the cost ledger (a payment to an agent, made or not).
+    async fn save_cost(&self, cost: &Cost) -> Result<(), StoreError>;
+    /// A task's costs, in the order written.
+    async fn costs(&self, task_id: &str) -> Result<Vec<Cost>, StoreError>;
     /// Records a new sale and grants what it authorises to the payer's account, in one
     /// transaction; [`StoreError::Duplicate`] (and nothing written) when its reference is known.
     async fn open_sale(&self, sale: &Sale) -> Result<(), StoreError>;
@@ -654,6 +659,17 @@ impl TaskStore for SqliteStore {
     async fn purchases(&self, task_id: &str) -> Result<Vec<Purchase>, StoreError> {
         let id = task_id.to_string();
         self.read(false, move |c| super::purchases::of_task(c, &id))
+            .await
+    }
+
+    async fn save_cost(&self, cost: &Cost) -> Result<(), StoreError> {
+        let cost = cost.clone();
+        self.writer.run(move |c| super::costs::save(c, &cost)).await
+    }
+
+    async fn costs(&self, task_id: &str) -> Result<Vec<Cost>, StoreError> {
+        let id = task_id.to_string();
+        self.read(false, move |c| super::costs::of_task(c, &id))
             .await
     }
 

@@ -140,6 +140,7 @@ both!(
     a_task_stored_as_ended_releases_its_hold_whatever_the_caller_asked,
     a_revoke_never_takes_more_than_is_available,
     purchases_are_saved_and_replaced,
+    costs_are_appended_and_read_back_by_task_in_order,
     the_audit_reads_open_holds_and_unstarted_tasks,
     leases_lapse_are_taken_over_renewed_and_handed_back,
     a_duplicate_among_concurrent_creates_fails_alone,
@@ -633,6 +634,58 @@ async fn purchases_are_saved_and_replaced(db: Db) {
     assert!(store.purchases("t2").await.unwrap().is_empty());
 }
 
+async fn costs_are_appended_and_read_back_by_task_in_order(db: Db) {
+    use chrono::TimeZone;
+    let store = db.store().await;
+    // Whole milliseconds: the table keeps times to the millisecond.
+    let at = Utc.timestamp_millis_opt(1_780_000_000_123).unwrap();
+    let paid = store::Cost {
+        task_id: "t1".into(),
+        route: "r".into(),
+        at,
+        rail: "x402".into(),
+        state: store::CostState::Paid,
+        scheme: Some("exact".into()),
+        network: Some("eip155:31337".into()),
+        asset: Some("0x5FbDB2315678afecb367f032d93F642f64180aa3".into()),
+        pay_to: Some("0x28f5aA1a4DDCEa8Ad9cb4b4B2Ad0c87e05D1B335".into()),
+        amount: Some(i64::MAX as u64),
+        payer: Some("0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC".into()),
+        transaction: Some(format!("0x{}", "ab".repeat(32))),
+        detail: None,
+        required: Some("eyJ4NDAyVmVyc2lvbiI6Mn0=".into()),
+        response: Some("eyJzdWNjZXNzIjp0cnVlfQ==".into()),
+    };
+    let refused = store::Cost {
+        state: store::CostState::Refused,
+        amount: None,
+        payer: None,
+        transaction: None,
+        response: None,
+        detail: Some("network eip155:8453 is not among the route's networks".into()),
+        ..paid.clone()
+    };
+    store.save_cost(&refused).await.unwrap();
+    store.save_cost(&paid).await.unwrap();
+    store
+        .save_cost(&store::Cost {
+            task_id: "t2".into(),
+            ..paid.clone()
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.costs("t1").await.unwrap(), [refused, paid.clone()]);
+    assert!(store.costs("t3").await.unwrap().is_empty());
+    // Beyond the ledger's range: refused, nothing written.
+    let too_big = store::Cost {
+        task_id: "t3".into(),
+        amount: Some(u64::MAX),
+        ..paid
+    };
+    assert!(store.save_cost(&too_big).await.is_err());
+    assert!(store.costs("t3").await.unwrap().is_empty());
+}
+
 async fn the_audit_reads_open_holds_and_unstarted_tasks(db: Db) {
     let (store, ann, task) = held(&db, 10, 4).await;
     let mut started = Task::new("r", Utc::now());
@@ -1017,8 +1070,8 @@ async fn spend_by_day_sums_captures_per_route_and_day_from_the_day_given(db: Db)
     }
 }
 
-/// A store migrated by a build before (v4) gets v5's indexes, then v6's one in their place, its
-/// rows as they were.
+/// A store migrated by a build before (v4) gets v5's indexes, then v6's one in their place (and
+/// the tables of the versions after), its rows as they were.
 async fn a_store_at_v4_upgrades_to_v6_with_the_ledgers_index(db: Db) {
     let (store, ann, task) = held(&db, 10, 4).await;
     drop(store);
@@ -1036,11 +1089,17 @@ async fn a_store_at_v4_upgrades_to_v6_with_the_ledgers_index(db: Db) {
         format!("{count} ('ledger_by_task', 'ledger_by_kind')"),
         format!("{count} ('ledger_captures_by_time')"),
     );
-    db.execute(&format!("DROP INDEX ledger_captures_by_time; {to_v4}"))
-        .await;
+    // A store at v4 had neither v6's index nor the tables of v7 (sales) and v8 (costs).
+    db.execute(&format!(
+        "DROP INDEX ledger_captures_by_time; DROP TABLE sales; DROP TABLE costs; {to_v4}"
+    ))
+    .await;
     assert_eq!((db.number(&v5).await, db.number(&v6).await), (0, 0));
     let migrated = store::migrate(&db.location()).await.unwrap();
-    assert_eq!((migrated.from, migrated.to), (4, 6));
+    assert_eq!(
+        (migrated.from, migrated.to),
+        (4, store::migrations::SUPPORTED)
+    );
     assert_eq!((db.number(&v5).await, db.number(&v6).await), (0, 1));
     let store = db.store().await;
     let kinds: Vec<_> = store

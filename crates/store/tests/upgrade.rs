@@ -28,7 +28,7 @@ async fn a_store_made_by_the_release_before_opens_and_upgrades() {
     assert_eq!(user_version(dir.path()), 0);
     let store = SqliteStore::open(dir.path()).unwrap();
     assert_eq!(user_version(dir.path()), SUPPORTED);
-    assert_eq!(SUPPORTED, 6);
+    assert_eq!(SUPPORTED, 8);
     let a = store.get("task-a").await.unwrap().unwrap();
     assert_eq!(
         (a.version, a.task.conversation.as_deref()),

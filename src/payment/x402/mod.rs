@@ -7,11 +7,14 @@
 //! | [`offer`] | a route's offers as `accepts` entries, and the check that a payment is one of them |
 //! | [`accept`] | a client's payment read, verified and settled through the facilitator; the sale it opens |
 //! | [`sign`] | the payer's side: a wallet and the EIP-712 signatures of `exact` (EIP-3009, Permit2) and `upto` (Permit2) payloads |
+//! | [`pay`] | paying agents: an agent's 402 read, an offer chosen within the route's policy and signed, the receipt read into a cost row |
 //!
 //! When each scheme's money moves (the hold, the settlement, what a failed task gives back) is
-//! the engine's: `engine/x402.rs`. `docs/payments.md` explains both to operators.
+//! the engine's: `engine/x402.rs`; when an agent is paid, `engine/x402_pay.rs`.
+//! `docs/payments.md` explains them to operators.
 
 pub mod accept;
 pub mod offer;
+pub mod pay;
 pub mod sign;
 pub mod wire;

@@ -199,6 +199,13 @@ pub fn decode_required(text: &str) -> Result<PaymentRequired, HeaderError> {
     serde_json::from_slice(&bytes).map_err(|e| HeaderError::NotADocument(e.to_string()))
 }
 
+/// Reads any header's document as `T` (on the paying side: an agent's `PAYMENT-REQUIRED` as
+/// JSON, each offer then read on its own; its `PAYMENT-RESPONSE`).
+pub fn decode_header<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, HeaderError> {
+    let bytes = decode_base64(text)?;
+    serde_json::from_slice(&bytes).map_err(|e| HeaderError::NotADocument(e.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

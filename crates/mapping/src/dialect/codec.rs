@@ -82,6 +82,12 @@ pub trait Doc: Sync {
     fn get(&self, path: &[String]) -> Option<&Value>;
     /// The whole document, as one value.
     fn to_value(&self) -> Value;
+    /// The id interlingua gave the task this document is about, whichever side's ids its
+    /// `task.id` shows (a back's document shows the agent's): what a call is booked against.
+    /// `None` for a document about no stored task.
+    fn stored_task_id(&self) -> Option<&str> {
+        None
+    }
 }
 
 impl Doc for Value {

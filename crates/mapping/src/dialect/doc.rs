@@ -212,6 +212,10 @@ impl Doc for Canonical<'_> {
         }
         Value::Object(m)
     }
+
+    fn stored_task_id(&self) -> Option<&str> {
+        self.task.as_ref().map(|t| t.task.id.as_str())
+    }
 }
 
 /// A document with `discovered.*` (what a back's `[discover]` call read) beside its own roots.
@@ -234,6 +238,10 @@ impl Doc for WithDiscovered<'_> {
             m.insert("discovered".to_string(), self.discovered.clone());
         }
         v
+    }
+
+    fn stored_task_id(&self) -> Option<&str> {
+        self.doc.stored_task_id()
     }
 }
 
@@ -893,6 +901,9 @@ mod tests {
         let back = Canonical::back(&task);
         let at = |d: &Canonical<'_>, p: &str| Doc::get(d, &path(p)).cloned();
         assert_eq!(at(&back, "task.id"), Some(json!("job-9")));
+        // What a call is booked against stays interlingua's id, whatever the side shows.
+        assert_eq!(Doc::stored_task_id(&back), Some("t-1"));
+        assert_eq!(Doc::stored_task_id(&Canonical::empty()), None);
         assert_eq!(at(&back, "task.steps.0.id"), Some(json!("up-1")));
         assert_eq!(at(&back, "task.steps.1.id"), None);
         assert_eq!(at(&back, "task.steps.1.order"), Some(json!(2)));

@@ -7,6 +7,7 @@
 //! | `rows`      | the tasks table's SQL, leases and refresh claims |
 //! | `ledger`    | the ledger's SQL: the hold in the transaction that checks the balance, with the account's row locked |
 //! | `purchases` | the purchases table's SQL |
+//! | `costs` | the costs table's SQL |
 //! | `sales` | the sales table's SQL, with the ledger rows a sale moves |
 //! | `reports`   | what the operator's console reads: accounts, a task's ledger rows, spend per route and day |
 //! | `writer`    | the group commit of a create's writes (holds, updates, settlements) |
@@ -22,6 +23,7 @@
 //! Nothing waits forever: connecting, waiting for a connection and each operation have a
 //! deadline, after which the store answers `PostgreSQL unreachable: …`.
 
+mod costs;
 mod ledger;
 mod purchases;
 mod reports;
@@ -35,6 +37,7 @@ use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::error::SqlState;
 
+use crate::costs::Cost;
 use crate::credits::{
     Account, AccountQuery, AccountSummary, Audit, Balance, Capture, DaySpend, Hold, LedgerRow,
     Settled, Settlement,
@@ -482,6 +485,14 @@ impl TaskStore for PgStore {
 
     async fn purchases(&self, task_id: &str) -> Result<Vec<Purchase>, StoreError> {
         attempt!(with_client!(self, c => purchases::of_task(&c, task_id)))
+    }
+
+    async fn save_cost(&self, cost: &Cost) -> Result<(), StoreError> {
+        attempt!(with_client!(self, c => costs::save(&c, cost)))
+    }
+
+    async fn costs(&self, task_id: &str) -> Result<Vec<Cost>, StoreError> {
+        attempt!(with_client!(self, c => costs::of_task(&c, task_id)))
     }
 
     async fn open_sale(&self, sale: &Sale) -> Result<(), StoreError> {

@@ -1,0 +1,203 @@
+//! Costs: what interlingua paid agents (or refused to pay them) on the agents' own rails, one
+//! row per payment asked for, against the task it was asked for, and the `costs` table's SQL.
+//!
+//! The cost ledger is kept apart from the credit ledger on purpose: what a client is charged is
+//! the route's price, whatever the agent cost; the two are booked against the same task, so an
+//! operator sees the margin per task. A row is written once and never changed: a payment that
+//! was signed and then failed is a `failed` row, not a `paid` row updated.
+
+use chrono::{DateTime, Utc};
+use rusqlite::{params, Connection};
+use serde::{Deserialize, Serialize};
+
+use super::store::{backend, StoreError};
+use mapping::task::time::format_rfc3339_offset;
+
+/// What came of a payment an agent asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CostState {
+    /// Signed, sent, and the agent's receipt says it was settled.
+    Paid,
+    /// Signed and sent, but not settled as far as the agent said (a second demand for payment,
+    /// a failed settlement, an error answer). The authorization may still be valid until it
+    /// expires, so it counts against the task's cap.
+    Failed,
+    /// Never signed: outside the route's policy, or not a payment interlingua can make.
+    Refused,
+}
+
+impl CostState {
+    pub fn name(self) -> &'static str {
+        match self {
+            CostState::Paid => "paid",
+            CostState::Failed => "failed",
+            CostState::Refused => "refused",
+        }
+    }
+
+    fn parse(s: &str) -> Option<CostState> {
+        match s {
+            "paid" => Some(CostState::Paid),
+            "failed" => Some(CostState::Failed),
+            "refused" => Some(CostState::Refused),
+            _ => None,
+        }
+    }
+
+    /// Whether an authorization left interlingua: what a task's cap counts.
+    pub fn signed(self) -> bool {
+        !matches!(self, CostState::Refused)
+    }
+}
+
+/// One row of the cost ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cost {
+    pub task_id: String,
+    pub route: String,
+    #[serde(serialize_with = "mapping::task::time::serialize_rfc3339")]
+    pub at: DateTime<Utc>,
+    /// `x402`.
+    pub rail: String,
+    pub state: CostState,
+    /// The offer chosen (or, refused, the first one offered): `exact`, `upto`, …
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<String>,
+    /// CAIP-2, e.g. `eip155:8453`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+    /// The token contract.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asset: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pay_to: Option<String>,
+    /// Atomic units of `asset`: what was authorized (or settled, when the receipt says less);
+    /// none when the offer's amount is not one the ledger keeps (beyond `i64`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount: Option<u64>,
+    /// interlingua's paying address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payer: Option<String>,
+    /// The settlement's transaction hash, as the agent's receipt names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transaction: Option<String>,
+    /// Why it is in its state, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The agent's demand (`PAYMENT-REQUIRED`) and receipt (`PAYMENT-RESPONSE`), verbatim as
+    /// the headers carried them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<String>,
+}
+
+/// The columns a cost is read from, in [`Cost`]'s order.
+pub(crate) const COLUMNS: &str = "task_id, route, at, rail, state, scheme, network, asset, \
+     pay_to, amount, payer, transaction_hash, detail, required, response";
+
+/// `c`'s amount as the table keeps it.
+pub(crate) fn amount_column(c: &Cost) -> Result<Option<i64>, StoreError> {
+    c.amount
+        .map(|a| {
+            i64::try_from(a).map_err(|_| {
+                StoreError::Backend(format!("a cost of {a} is beyond what the ledger keeps"))
+            })
+        })
+        .transpose()
+}
+
+/// A row of the `costs` table, whichever backend read it: column `i` of [`COLUMNS`] as text or
+/// as an integer, `None` for NULL.
+pub(crate) trait Columns {
+    fn text(&self, i: usize) -> Result<Option<String>, StoreError>;
+    fn int(&self, i: usize) -> Result<Option<i64>, StoreError>;
+}
+
+impl Columns for rusqlite::Row<'_> {
+    fn text(&self, i: usize) -> Result<Option<String>, StoreError> {
+        self.get(i).map_err(backend)
+    }
+
+    fn int(&self, i: usize) -> Result<Option<i64>, StoreError> {
+        self.get(i).map_err(backend)
+    }
+}
+
+/// The cost a row of [`COLUMNS`] holds.
+pub(crate) fn read(r: &impl Columns) -> Result<Cost, StoreError> {
+    let required = |i: usize| {
+        r.text(i)?
+            .ok_or_else(|| StoreError::Backend(format!("a cost's column {i} is NULL")))
+    };
+    let at = required(2)?;
+    let at = DateTime::parse_from_rfc3339(&at)
+        .map_err(|e| StoreError::Backend(format!("a cost's time {at:?}: {e}")))?
+        .with_timezone(&Utc);
+    let state = required(4)?;
+    let state = CostState::parse(&state)
+        .ok_or_else(|| StoreError::Backend(format!("a cost's state {state:?} is unknown")))?;
+    Ok(Cost {
+        task_id: required(0)?,
+        route: required(1)?,
+        at,
+        rail: required(3)?,
+        state,
+        scheme: r.text(5)?,
+        network: r.text(6)?,
+        asset: r.text(7)?,
+        pay_to: r.text(8)?,
+        amount: r.int(9)?.and_then(|a| u64::try_from(a).ok()),
+        payer: r.text(10)?,
+        transaction: r.text(11)?,
+        detail: r.text(12)?,
+        required: r.text(13)?,
+        response: r.text(14)?,
+    })
+}
+
+/// Appends `cost` to the ledger.
+pub(super) fn save(c: &Connection, cost: &Cost) -> Result<(), StoreError> {
+    let amount = amount_column(cost)?;
+    c.prepare_cached(&format!(
+        "INSERT INTO costs ({COLUMNS})
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
+    ))
+    .and_then(|mut st| {
+        st.execute(params![
+            cost.task_id,
+            cost.route,
+            format_rfc3339_offset(cost.at),
+            cost.rail,
+            cost.state.name(),
+            cost.scheme,
+            cost.network,
+            cost.asset,
+            cost.pay_to,
+            amount,
+            cost.payer,
+            cost.transaction,
+            cost.detail,
+            cost.required,
+            cost.response,
+        ])
+    })
+    .map_err(backend)?;
+    Ok(())
+}
+
+/// The costs of a task, in the order written.
+pub(super) fn of_task(c: &Connection, task_id: &str) -> Result<Vec<Cost>, StoreError> {
+    let mut st = c
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM costs WHERE task_id = ?1 ORDER BY seq"
+        ))
+        .map_err(backend)?;
+    let mut rows = st.query([task_id]).map_err(backend)?;
+    let mut costs = Vec::new();
+    while let Some(r) = rows.next().map_err(backend)? {
+        costs.push(read(r)?);
+    }
+    Ok(costs)
+}

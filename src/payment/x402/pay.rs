@@ -1,0 +1,562 @@
+//! x402 on the paying side: interlingua pays an agent that answers one of its calls with 402,
+//! within the route's policy, from the operator's wallet.
+//!
+//! ```text
+//! a back call ─► 402 + PAYMENT-REQUIRED ─► Demand::read
+//!             ─► Policy::choose: the first offer whose scheme, network, asset and amount the
+//!                policy allows (per call, and with what the task already spent, per task)
+//!             ─► Policy::sign (sign.rs: the SDK's payload) ─► the same call + PAYMENT-SIGNATURE
+//!             ─► Asked::answered: what the agent's answer and PAYMENT-RESPONSE make of it
+//! ```
+//!
+//! An offer outside the policy is never signed ([`Asked::refused`]). Each step ends in one row
+//! of the cost ledger ([`store::Cost`]); the engine (`engine/x402_pay.rs`) stores it and decides
+//! what the task becomes. Only version 2 is paid (<https://github.com/coinbase/x402/blob/main/specs/transports-v2/http.md>):
+//! a version 1 demand (a JSON body with `x402Version: 1`, paid with `X-PAYMENT`) is refused,
+//! saying so.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use super::sign::{build_payment_payload, Nonce, SignError, Wallet};
+use super::wire::{self, Requirements, SettleResponse, PAYMENT_REQUIRED, PAYMENT_RESPONSE};
+use crate::config::X402Pay;
+use store::{Cost, CostState};
+
+/// The rail's name in the cost ledger.
+pub const RAIL: &str = "x402";
+
+/// A route's policy, with its wallet: what interlingua may pay, and who pays.
+pub struct Policy {
+    wallet: Wallet,
+    networks: Vec<String>,
+    /// Lower-case.
+    assets: Vec<String>,
+    max_per_call: u64,
+    max_per_task: u64,
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy")
+            .field("payer", &self.wallet.address())
+            .field("networks", &self.networks)
+            .field("assets", &self.assets)
+            .field("max_per_call", &self.max_per_call)
+            .field("max_per_task", &self.max_per_task)
+            .finish()
+    }
+}
+
+/// An agent's 402, as far as paying it goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Demand {
+    /// Version 2: the `PAYMENT-REQUIRED` header verbatim, and its document.
+    Payable { header: String, doc: Value },
+    /// A demand interlingua does not pay (version 1, or a header it cannot read): what it was,
+    /// verbatim, and why.
+    Unpayable { raw: String, why: String },
+}
+
+/// An offer chosen: what is signed, and what it costs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Offer {
+    pub requirements: Requirements,
+    /// The `accepts` entry as the agent wrote it (the signer echoes what it knows of it).
+    entry: Value,
+    /// Atomic units of the asset; within `i64`.
+    pub amount: u64,
+}
+
+/// Why no offer was chosen: in words naming each offer's reason, and the first offer (what the
+/// cost row shows).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub why: String,
+    pub first: Option<Box<Requirements>>,
+}
+
+impl Demand {
+    /// The demand of a 402 answer: its `PAYMENT-REQUIRED` header (version 2), or a version 1
+    /// body; `None` for a 402 that asks for no x402 payment at all.
+    pub fn read(headers: &[(String, String)], body: &[u8]) -> Option<Demand> {
+        if let Some(header) = header(headers, PAYMENT_REQUIRED) {
+            let unpayable = |why: String| Demand::Unpayable {
+                raw: header.to_string(),
+                why,
+            };
+            return Some(match wire::decode_header::<Value>(header) {
+                Err(e) => unpayable(format!("the agent's PAYMENT-REQUIRED cannot be read: {e}")),
+                Ok(doc) if doc.get("x402Version") != Some(&Value::from(wire::X402_VERSION)) => {
+                    unpayable(format!(
+                        "the agent asks for x402 version {}; interlingua pays version 2 only",
+                        doc.get("x402Version").unwrap_or(&Value::Null)
+                    ))
+                }
+                Ok(doc) if !doc.get("accepts").is_some_and(Value::is_array) => {
+                    unpayable("the agent's PAYMENT-REQUIRED has no `accepts` list".to_string())
+                }
+                Ok(doc) => Demand::Payable {
+                    header: header.to_string(),
+                    doc,
+                },
+            });
+        }
+        // Version 1 put the demand in the body (`x402Version: 1`, paid with `X-PAYMENT`).
+        let body: Value = serde_json::from_slice(body).ok()?;
+        let version = body.get("x402Version")?.as_u64()?;
+        Some(Demand::Unpayable {
+            raw: body.to_string(),
+            why: format!(
+                "the agent asks for x402 version {version}; interlingua pays version 2 only"
+            ),
+        })
+    }
+
+    /// The demand as the agent sent it, for the cost row.
+    pub fn raw(&self) -> &str {
+        match self {
+            Demand::Payable { header, .. } => header,
+            Demand::Unpayable { raw, .. } => raw,
+        }
+    }
+}
+
+impl Policy {
+    /// The policy of a route's `payment.pay.x402`; an error only for a key the config's check
+    /// let through (it checks the same).
+    pub fn new(config: &X402Pay) -> Result<Policy, SignError> {
+        Ok(Policy {
+            wallet: Wallet::from_hex(&config.key.0)?,
+            networks: config.networks.clone(),
+            assets: config.assets.clone(),
+            max_per_call: config.max_per_call,
+            max_per_task: config.max_per_task,
+        })
+    }
+
+    /// The address interlingua pays from (EIP-55).
+    pub fn payer(&self) -> String {
+        self.wallet.address()
+    }
+
+    /// The first of the agent's offers the policy allows, `spent` being what the task's
+    /// earlier payments took; or why none is.
+    pub fn choose(&self, doc: &Value, spent: u64) -> Result<Offer, Refusal> {
+        let entries = doc
+            .get("accepts")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let mut reasons = Vec::new();
+        for entry in entries {
+            match self.allows(entry, spent) {
+                Ok(offer) => return Ok(offer),
+                Err(why) => reasons.push(why),
+            }
+        }
+        let first = entries
+            .first()
+            .and_then(|e| serde_json::from_value(e.clone()).ok())
+            .map(Box::new);
+        let why = match reasons.as_slice() {
+            [] => "the agent offers no way to pay".to_string(),
+            [one] => format!("the agent's offer is outside the route's policy: {one}"),
+            many => format!(
+                "none of the agent's {} offers is within the route's policy: {}",
+                many.len(),
+                many.iter()
+                    .enumerate()
+                    .map(|(i, why)| format!("({}) {why}", i + 1))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        };
+        Err(Refusal { why, first })
+    }
+
+    /// `entry` as an offer the policy allows, or why it is not one.
+    fn allows(&self, entry: &Value, spent: u64) -> Result<Offer, String> {
+        let requirements: Requirements = serde_json::from_value(entry.clone())
+            .map_err(|e| format!("an offer that is not x402's: {e}"))?;
+        let r = &requirements;
+        if !matches!(r.scheme.as_str(), "exact" | "upto") {
+            return Err(format!(
+                "scheme `{}` is not one interlingua pays (exact, upto)",
+                r.scheme
+            ));
+        }
+        if !self.networks.contains(&r.network) {
+            return Err(format!(
+                "network `{}` is not among payment.pay.x402.networks",
+                r.network
+            ));
+        }
+        if !self.assets.contains(&r.asset.to_ascii_lowercase()) {
+            return Err(format!(
+                "asset `{}` on `{}` is not among payment.pay.x402.assets",
+                r.asset, r.network
+            ));
+        }
+        let amount = r
+            .amount
+            .parse::<u64>()
+            .map_err(|_| format!("amount `{}` is not a number of atomic units", r.amount))?;
+        if amount > self.max_per_call {
+            return Err(format!(
+                "amount {amount} is above max_per_call ({})",
+                self.max_per_call
+            ));
+        }
+        let total = spent.saturating_add(amount);
+        if total > self.max_per_task {
+            return Err(format!(
+                "amount {amount} would bring the task's payments to {total}, above max_per_task ({})",
+                self.max_per_task
+            ));
+        }
+        Ok(Offer {
+            requirements,
+            entry: entry.clone(),
+            amount,
+        })
+    }
+
+    /// The `PAYMENT-SIGNATURE` header that pays `offer`, chosen from the demand `doc`: the SDK's
+    /// payload (its `resource` and `extensions` echoed), valid from now for the offer's
+    /// `maxTimeoutSeconds`, with a fresh nonce.
+    pub fn sign(
+        &self,
+        doc: &Value,
+        offer: &Offer,
+        now_unix_secs: u64,
+    ) -> Result<String, SignError> {
+        let payload = build_payment_payload(
+            &self.wallet,
+            &offer.entry,
+            doc.get("resource"),
+            doc.get("extensions"),
+            now_unix_secs,
+            Nonce::random()?,
+        )?;
+        Ok(wire::encode_header(&payload))
+    }
+}
+
+/// A payment asked for: the task and route it is booked against, when, and the demand
+/// verbatim. Builds the cost row of whatever came of it.
+pub struct Asked<'a> {
+    pub task_id: &'a str,
+    pub route: &'a str,
+    pub at: DateTime<Utc>,
+    pub required: &'a str,
+}
+
+impl Asked<'_> {
+    /// Nothing signed: `why`; `offer` the one the row shows (the first offered).
+    pub fn refused(&self, why: &str, offer: Option<&Requirements>) -> Cost {
+        let mut cost = self.row(CostState::Refused, offer);
+        cost.detail = Some(why.to_string());
+        cost
+    }
+
+    /// `offer` signed by `payer` and sent: what the agent's answer to the paid call (`status`,
+    /// `headers`) makes of it. Paid when the answer is 2xx and its receipt does not say the
+    /// settlement failed; failed when the agent asks again (402), refuses the call, or its
+    /// receipt says the settlement failed.
+    pub fn answered(
+        &self,
+        offer: &Offer,
+        payer: String,
+        status: u16,
+        headers: &[(String, String)],
+    ) -> Cost {
+        let receipt_text = header(headers, PAYMENT_RESPONSE);
+        let receipt = receipt_text.map(wire::decode_header::<SettleResponse>);
+        let ok = (200..300).contains(&status);
+        let (state, detail) = match (&receipt, status) {
+            (_, 402) => (CostState::Failed, asked_again(headers)),
+            (Some(Ok(r)), _) if r.success => (
+                CostState::Paid,
+                (!ok).then(|| format!("settled, but the agent answered {status} to the paid call")),
+            ),
+            (Some(Ok(r)), _) => (
+                CostState::Failed,
+                Some(format!(
+                    "the agent's settlement failed: {}",
+                    r.error_reason.as_deref().unwrap_or("no reason given")
+                )),
+            ),
+            (Some(Err(e)), _) if ok => (
+                CostState::Paid,
+                Some(format!(
+                    "the agent's PAYMENT-RESPONSE cannot be read ({e}): the settlement is not confirmed"
+                )),
+            ),
+            (None, _) if ok => (
+                CostState::Paid,
+                Some("the agent answered without PAYMENT-RESPONSE: the settlement is not confirmed".to_string()),
+            ),
+            (_, status) => (
+                CostState::Failed,
+                Some(format!("the agent answered {status} to the paid call")),
+            ),
+        };
+        let mut cost = self.row(state, Some(&offer.requirements));
+        cost.amount = Some(offer.amount);
+        if let Some(Ok(r)) = &receipt {
+            // `upto` settles what was owed, up to the amount signed.
+            if let Some(settled) = r
+                .amount
+                .as_deref()
+                .and_then(|a| a.parse::<u64>().ok())
+                .filter(|a| *a <= offer.amount)
+            {
+                cost.amount = Some(settled);
+            }
+            cost.transaction = Some(r.transaction.clone()).filter(|t| !t.is_empty());
+        }
+        cost.payer = Some(payer);
+        cost.detail = detail;
+        cost.response = receipt_text.map(str::to_string);
+        cost
+    }
+
+    fn row(&self, state: CostState, offer: Option<&Requirements>) -> Cost {
+        Cost {
+            task_id: self.task_id.to_string(),
+            route: self.route.to_string(),
+            at: self.at,
+            rail: RAIL.to_string(),
+            state,
+            scheme: offer.map(|o| o.scheme.clone()),
+            network: offer.map(|o| o.network.clone()),
+            asset: offer.map(|o| o.asset.clone()),
+            pay_to: offer.map(|o| o.pay_to.clone()),
+            // What was offered, where the ledger can keep it.
+            amount: offer
+                .and_then(|o| o.amount.parse::<u64>().ok())
+                .filter(|a| i64::try_from(*a).is_ok()),
+            payer: None,
+            transaction: None,
+            detail: None,
+            required: Some(self.required.to_string()),
+            response: None,
+        }
+    }
+}
+
+/// What a second 402 says: the reason its fresh `PAYMENT-REQUIRED` gives (the facilitator's).
+fn asked_again(headers: &[(String, String)]) -> Option<String> {
+    let reason = header(headers, PAYMENT_REQUIRED)
+        .and_then(|h| wire::decode_header::<Value>(h).ok())
+        .and_then(|d| d.get("error")?.as_str().map(str::to_string));
+    Some(match reason {
+        Some(r) => format!("the agent asked to be paid again after the payment was sent: {r}"),
+        None => "the agent asked to be paid again after the payment was sent".to_string(),
+    })
+}
+
+/// A header's value, its name in any case.
+fn header<'h>(headers: &'h [(String, String)], name: &str) -> Option<&'h str> {
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SecretKey;
+    use serde_json::json;
+
+    const TOKEN: &str = "0x5FbDB2315678afecb367f032d93F642f64180aa3";
+    const PAY_TO: &str = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
+    // anvil's dev account 2: a public test key.
+    const KEY: &str = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a";
+
+    fn policy(max_per_call: u64, max_per_task: u64) -> Policy {
+        Policy::new(&X402Pay {
+            key: SecretKey(KEY.to_string()),
+            networks: vec!["eip155:31337".to_string()],
+            assets: vec![TOKEN.to_ascii_lowercase()],
+            max_per_call,
+            max_per_task,
+        })
+        .expect("a policy")
+    }
+
+    fn offer(network: &str, amount: &str) -> Value {
+        json!({"scheme": "exact", "network": network, "asset": TOKEN, "amount": amount,
+               "payTo": PAY_TO, "maxTimeoutSeconds": 300, "extra": {"name": "USDC", "version": "2"}})
+    }
+
+    fn demand(accepts: Vec<Value>) -> Value {
+        json!({"x402Version": 2, "error": "Payment required",
+               "resource": {"url": "http://127.0.0.1:1/start_job", "description": "run", "mimeType": ""},
+               "accepts": accepts})
+    }
+
+    fn headers(name: &str, doc: &Value) -> Vec<(String, String)> {
+        vec![(name.to_string(), wire::encode_header(doc))]
+    }
+
+    #[test]
+    fn a_version_2_header_is_payable_and_a_version_1_body_is_not() {
+        let doc = demand(vec![offer("eip155:31337", "10000")]);
+        let h = headers("Payment-Required", &doc);
+        assert_eq!(
+            Demand::read(&h, b"{}"),
+            Some(Demand::Payable {
+                header: h[0].1.clone(),
+                doc
+            })
+        );
+        let v1 = json!({"x402Version": 1, "accepts": [{"scheme": "exact", "network": "base-sepolia",
+                        "maxAmountRequired": "10000"}]});
+        let Some(Demand::Unpayable { raw, why }) = Demand::read(&[], v1.to_string().as_bytes())
+        else {
+            panic!("a v1 demand");
+        };
+        assert_eq!(raw, v1.to_string());
+        assert!(
+            why.contains("version 1") && why.contains("version 2 only"),
+            "{why}"
+        );
+        assert_eq!(Demand::read(&[], br#"{"detail":"pay me"}"#), None);
+        let Some(Demand::Unpayable { why, .. }) =
+            Demand::read(&[("payment-required".into(), "%%".into())], b"")
+        else {
+            panic!("an unreadable header");
+        };
+        assert!(why.contains("cannot be read"), "{why}");
+    }
+
+    #[test]
+    fn the_first_offer_within_the_policy_is_chosen() {
+        let doc = demand(vec![
+            offer("eip155:8453", "10000"),
+            json!({"scheme": "nvm:erc4337", "network": "eip155:31337", "planId": "p"}),
+            offer("eip155:31337", "10000"),
+        ]);
+        let chosen = policy(10_000, 50_000).choose(&doc, 0).expect("an offer");
+        assert_eq!(
+            (chosen.requirements.network.as_str(), chosen.amount),
+            ("eip155:31337", 10_000)
+        );
+    }
+
+    #[test]
+    fn offers_outside_the_policy_are_refused_naming_why() {
+        let p = policy(10_000, 25_000);
+        let why = |accepts: Vec<Value>, spent: u64| {
+            p.choose(&demand(accepts), spent).expect_err("refused").why
+        };
+        assert_eq!(
+            why(vec![offer("eip155:8453", "10000")], 0),
+            "the agent's offer is outside the route's policy: network `eip155:8453` is not among payment.pay.x402.networks"
+        );
+        assert!(why(vec![offer("eip155:31337", "10001")], 0)
+            .ends_with("amount 10001 is above max_per_call (10000)"));
+        assert!(why(vec![offer("eip155:31337", "10000")], 20_000).ends_with(
+            "amount 10000 would bring the task's payments to 30000, above max_per_task (25000)"
+        ));
+        let mut other_asset = offer("eip155:31337", "1");
+        other_asset["asset"] = json!(PAY_TO);
+        assert!(why(vec![other_asset], 0).contains("is not among payment.pay.x402.assets"));
+        let two = why(
+            vec![
+                offer("eip155:1", "1"),
+                offer("eip155:31337", &u128::MAX.to_string()),
+            ],
+            0,
+        );
+        assert!(two.starts_with("none of the agent's 2 offers"), "{two}");
+        assert!(
+            two.contains("(1) network `eip155:1`") && two.contains("(2) amount"),
+            "{two}"
+        );
+        assert_eq!(why(vec![], 0), "the agent offers no way to pay");
+    }
+
+    #[test]
+    fn a_signed_payment_echoes_the_offer_and_pays_from_the_wallet() {
+        let p = policy(10_000, 10_000);
+        let doc = demand(vec![offer("eip155:31337", "10000")]);
+        let chosen = p.choose(&doc, 0).expect("an offer");
+        let header = p.sign(&doc, &chosen, 1_780_000_000).expect("signed");
+        let payment = wire::decode_payment(&header).expect("a v2 payment");
+        assert_eq!(payment.accepted, chosen.requirements);
+        let (from, _) = payment.payer_and_nonce().expect("an authorization");
+        assert_eq!(from, p.payer().to_ascii_lowercase());
+        assert_eq!(
+            payment.resource.map(|r| r.url),
+            Some("http://127.0.0.1:1/start_job".into())
+        );
+    }
+
+    #[test]
+    fn the_paid_answer_decides_the_row() {
+        let p = policy(10_000, 10_000);
+        let doc = demand(vec![offer("eip155:31337", "10000")]);
+        let chosen = p.choose(&doc, 0).expect("an offer");
+        let asked = Asked {
+            task_id: "task-1",
+            route: "r",
+            at: Utc::now(),
+            required: "REQ",
+        };
+        let tx = format!("0x{}", "ab".repeat(32));
+        let receipt = json!({"success": true, "transaction": tx, "network": "eip155:31337",
+                             "payer": p.payer()});
+        let paid = asked.answered(
+            &chosen,
+            p.payer(),
+            200,
+            &headers("payment-response", &receipt),
+        );
+        assert_eq!(
+            (
+                paid.state,
+                paid.amount,
+                paid.transaction.as_deref(),
+                paid.detail.as_deref()
+            ),
+            (CostState::Paid, Some(10_000), Some(tx.as_str()), None)
+        );
+        assert_eq!(paid.required.as_deref(), Some("REQ"));
+        assert!(paid.response.is_some());
+        let again = demand(vec![]).as_object().cloned().map(|mut d| {
+            d.insert(
+                "error".into(),
+                json!("invalid_exact_evm_insufficient_balance"),
+            );
+            Value::Object(d)
+        });
+        let again = again.expect("a document");
+        let failed = asked.answered(
+            &chosen,
+            p.payer(),
+            402,
+            &headers("payment-required", &again),
+        );
+        assert_eq!(failed.state, CostState::Failed);
+        assert!(failed
+            .detail
+            .as_deref()
+            .is_some_and(|d| d.ends_with("invalid_exact_evm_insufficient_balance")));
+        let unconfirmed = asked.answered(&chosen, p.payer(), 200, &[]);
+        assert_eq!(unconfirmed.state, CostState::Paid);
+        assert!(unconfirmed
+            .detail
+            .is_some_and(|d| d.contains("not confirmed")));
+        let refused_call = asked.answered(&chosen, p.payer(), 422, &[]);
+        assert_eq!(refused_call.state, CostState::Failed);
+        let refused = asked.refused("no", None);
+        assert_eq!(
+            (refused.state, refused.amount, refused.payer),
+            (CostState::Refused, None, None)
+        );
+    }
+}

@@ -1,0 +1,497 @@
+//! interlingua pays agents that demand x402: a MIP-003 agent behind the official x402 SDK's
+//! payment middleware (`tests/peers/x402_agent.py`, x402 2.25.0), whose `start_job` answers 402
+//! until paid, settling through the SDK's own facilitator on a local anvil node in the tests'
+//! EIP-3009 token (`tests/common/chain.rs`). Clients of MIP-003, Nevermined and A2A fronts spend
+//! credits as on any priced route; interlingua pays the agent from its wallet, within the
+//! route's policy. What is asserted is what the chain, the facilitator, the cost ledger (admin
+//! API) and the credit ledger say: exact balances, the settlement's transaction, no signature
+//! at all for an offer outside the policy.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Once};
+
+use common::chain::{Account, Chain, Facilitator, PaidAgent, NETWORK};
+use common::money::{paid_config, paid_route, Admin};
+use common::secrets::{token, ADMIN_TOKEN};
+use common::wait::eventually;
+use common::{client, status_and_json, Proxy};
+use serde_json::{json, Value};
+
+/// What one job of the agent costs: 0.01 of a 6-decimal token.
+const PRICE: u128 = 10_000;
+/// What interlingua's wallet holds before it pays.
+const FUNDS: u128 = 1_000_000;
+/// The variable holding interlingua's wallet key, as an operator's environment would.
+const WALLET_ENV: &str = "INTERLINGUA_TEST_X402_WALLET";
+const DID: &str = "did:nv:0000000000000000000000000000000000000000000000000000000000000007";
+const PURCHASER: &str = "aabbccddeeff0011";
+
+/// The variable holding the key of a wallet with nothing in it (a test of its own sets it).
+const EMPTY_WALLET_ENV: &str = "INTERLINGUA_TEST_X402_EMPTY_WALLET";
+
+/// What a route may pay, from which wallet.
+struct Policy {
+    key_env: &'static str,
+    networks: &'static str,
+    max_per_call: u128,
+    max_per_task: u128,
+}
+
+/// Within the policy: the agent's network, one job per call, two per task.
+const PAYS: Policy = Policy {
+    key_env: WALLET_ENV,
+    networks: NETWORK,
+    max_per_call: PRICE,
+    max_per_task: 2 * PRICE,
+};
+
+/// The chain, the SDK's facilitator, the paid agent (paid to `pay_to`), and interlingua with
+/// each route of `routes` (name, prefix, front, policy) over the agent.
+struct Stack {
+    proxy: Proxy,
+    admin: Admin,
+    wallet: Account,
+    pay_to: Account,
+    agent: PaidAgent,
+    facilitator: Facilitator,
+    chain: Chain,
+}
+
+/// interlingua's wallet: anvil's dev account 2, the same key on every test's chain (anvil's
+/// default mnemonic), so the one variable serves every test of this file; it holds no token
+/// until a test mints some.
+fn wallet(chain: &Chain) -> Account {
+    static ENV: Once = Once::new();
+    let wallet = chain.dev_account(2).clone();
+    let key = wallet.key.clone();
+    ENV.call_once(|| std::env::set_var(WALLET_ENV, key));
+    assert_eq!(
+        std::env::var(WALLET_ENV).ok().as_deref(),
+        Some(wallet.key.as_str()),
+        "anvil's dev accounts are the same on every chain"
+    );
+    wallet
+}
+
+async fn stack(routes: &'static [(&'static str, &'static str, &'static str, Policy)]) -> Stack {
+    let s = tokio::task::spawn_blocking(move || {
+        let chain = Chain::start();
+        let facilitator = Facilitator::start(&chain, None);
+        let pay_to = chain.new_account();
+        let agent = PaidAgent::start(&chain, &facilitator, PRICE, &pay_to.address);
+        let wallet = wallet(&chain);
+        chain.mint(&wallet.address, FUNDS);
+        if routes.iter().any(|r| r.3.key_env == EMPTY_WALLET_ENV) {
+            // One test uses it: set once, before its proxy reads it.
+            let empty = chain.new_account();
+            std::env::set_var(EMPTY_WALLET_ENV, empty.key);
+        }
+        let agent_addr: SocketAddr = agent
+            .url("")
+            .trim_start_matches("http://")
+            .parse()
+            .expect("the agent's address");
+        let mut text = format!(
+            "[[upstreams]]\nname = \"agent\"\naddress = \"{agent_addr}\"\nread_timeout = \"10s\"\n"
+        );
+        for (name, prefix, front, policy) in routes {
+            let pay = format!(
+                "payment = {{ pay = {{ x402 = {{ key_env = \"{}\", networks = [\"{}\"], assets = [\"{}\"], max_per_call = {}, max_per_task = {} }} }} }}",
+                policy.key_env,
+                policy.networks,
+                chain.token(),
+                policy.max_per_call,
+                policy.max_per_task
+            );
+            text.push_str(&paid_route(name, prefix, "agent", front, "mip003", &pay));
+        }
+        let proxy = Proxy::start(&paid_config(&text));
+        (proxy, wallet, pay_to, agent, facilitator, chain)
+    })
+    .await
+    .expect("the stack starts");
+    let (proxy, wallet, pay_to, agent, facilitator, chain) = s;
+    Stack {
+        admin: Admin::new(&proxy),
+        proxy,
+        wallet,
+        pay_to,
+        agent,
+        facilitator,
+        chain,
+    }
+}
+
+impl Stack {
+    /// (interlingua's wallet, the agent's pay_to), on chain.
+    fn balances(&self) -> (u128, u128) {
+        (
+            self.chain.balance_of(&self.wallet.address),
+            self.chain.balance_of(&self.pay_to.address),
+        )
+    }
+
+    /// The task's cost ledger, as the admin API shows it (and `GET /tasks/{id}` beside it).
+    async fn costs(&self, task: &str) -> Vec<Value> {
+        let get = |path: String| async move {
+            let resp = client()
+                .get(self.proxy.admin_url(&path))
+                .bearer_auth(ADMIN_TOKEN)
+                .send()
+                .await
+                .expect("the admin API answers");
+            status_and_json(resp).await
+        };
+        let (status, costs) = get(format!("/tasks/{task}/costs")).await;
+        assert_eq!(status, 200, "{costs}");
+        let (status, whole) = get(format!("/tasks/{task}")).await;
+        assert_eq!(status, 200, "{whole}");
+        assert_eq!(whole["costs"], costs["costs"], "both views agree");
+        costs["costs"].as_array().expect("costs").clone()
+    }
+
+    /// `subject`'s newest task, once it has failed: asserts it failed for its payment, saying
+    /// `why`; its id and its cost ledger.
+    async fn failed_for_payment(&self, subject: &str, why: &str) -> (String, Vec<Value>) {
+        let task = self.task_of(subject, |t| t["status"] == "failed").await;
+        assert_eq!(
+            (&task["reason"], &task["message"]),
+            (&json!("payment"), &json!(why)),
+            "{task}"
+        );
+        let id = task["id"].as_str().expect("an id").to_string();
+        let costs = self.costs(&id).await;
+        (id, costs)
+    }
+
+    /// The newest task of `subject`, once `holds` holds of it.
+    async fn task_of(&self, subject: &str, holds: impl Fn(&Value) -> bool) -> Value {
+        eventually(&format!("{subject}'s task"), || {
+            let store = store::SqliteStore::open(&self.proxy.data_dir()).expect("the store");
+            let query = store::TaskQuery {
+                subject: Some(subject.to_string()),
+                page: 1,
+                page_size: 1,
+                ..store::TaskQuery::default()
+            };
+            let holds = &holds;
+            async move {
+                use store::TaskStore;
+                let found = store.search(&query).await.map_err(|e| e.to_string())?.0;
+                let task = found
+                    .first()
+                    .map(|t| serde_json::to_value(t).expect("a task's JSON"));
+                match task {
+                    Some(t) if holds(&t) => Ok(t),
+                    other => Err(format!("{other:?}")),
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// Runs blocking work (the chain, the facilitator's log) off the runtime.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.expect("blocking work")
+}
+
+/// The front's create for `subject`: its status and body.
+async fn create(s: &Stack, front: &str, prefix: &str, subject: &str) -> (u16, Value) {
+    let request = match front {
+        "mip003" => client()
+            .post(s.proxy.url(&format!("{prefix}/start_job")))
+            .json(
+                &json!({"identifier_from_purchaser": PURCHASER, "input_data": {"text": "hello"}}),
+            ),
+        // A2A 0.3 over JSON-RPC, not waiting for the task to end.
+        "a2a" => client().post(s.proxy.url(prefix)).json(&json!({
+            "jsonrpc": "2.0", "id": 1, "method": "message/send",
+            "params": {"message": {"kind": "message", "messageId": "m-1", "role": "user",
+                                   "parts": [{"kind": "text", "text": "hello"}]},
+                       "configuration": {"blocking": false}},
+        })),
+        _ => client()
+            .post(s.proxy.url(&format!("{prefix}/api/v1/agents/{DID}/tasks")))
+            .json(&json!({"input_query": "hello"})),
+    };
+    let resp = request
+        .bearer_auth(token(subject))
+        .send()
+        .await
+        .expect("the create is answered");
+    status_and_json(resp).await
+}
+
+/// Polls the front until its task says completed; the last answer.
+async fn completed(s: &Stack, front: &str, prefix: &str, subject: &str, task: &str) -> Value {
+    let url = match front {
+        "mip003" => s.proxy.url(&format!("{prefix}/status?job_id={task}")),
+        "a2a" => s.proxy.url(prefix),
+        _ => s
+            .proxy
+            .url(&format!("{prefix}/api/v1/agents/{DID}/tasks/{task}")),
+    };
+    eventually(&format!("{front}: the job to complete"), || {
+        let url = url.clone();
+        async move {
+            let request = match front {
+                "a2a" => client().post(url).json(
+                    &json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task}}),
+                ),
+                _ => client().get(url),
+            };
+            let resp = request
+                .bearer_auth(token(subject))
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
+            let (status, body) = status_and_json(resp).await;
+            let done = match front {
+                "mip003" => body["status"] == "completed",
+                "a2a" => body["result"]["status"]["state"] == "completed",
+                _ => body["task"]["task_status"] == "Completed",
+            };
+            if status == 200 && done {
+                Ok(body)
+            } else {
+                Err(format!("{status} {body}"))
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interlingua_pays_the_agent_per_job_from_its_wallet_through_each_front() {
+    static ROUTES: [(&str, &str, &str, Policy); 3] = [
+        ("mip", "/mip", "mip003", PAYS),
+        ("nv", "/nv", "nevermined", PAYS),
+        ("a2a", "/a2a", "a2a", PAYS),
+    ];
+    let s = Arc::new(stack(&ROUTES).await);
+    let mut jobs = 0;
+    for (_, prefix, front, _) in &ROUTES {
+        let subject = format!("payer-{front}");
+        s.admin.grant(&subject, 10).await;
+        let before = s.balances();
+        let (status, body) = create(&s, front, prefix, &subject).await;
+        let (created, task) = match *front {
+            "mip003" => (200, body["job_id"].as_str()),
+            "a2a" => (200, body["result"]["id"].as_str()),
+            _ => (201, body["task"]["task_id"].as_str()),
+        };
+        assert_eq!(status, created, "{front}: {body}");
+        let task = task.expect("the task's id").to_string();
+        let done = completed(&s, front, prefix, &subject, &task).await;
+        match *front {
+            "mip003" => assert_eq!(done["result"], "HELLO", "{done}"),
+            "a2a" => assert_eq!(
+                done["result"]["artifacts"][0]["parts"][0]["text"], "HELLO",
+                "{done}"
+            ),
+            _ => assert_eq!(done["task"]["output"], "HELLO", "{done}"),
+        }
+
+        // The agent ran the job once, paid by interlingua's wallet; the chain moved the price.
+        jobs += 1;
+        let started = s.agent.jobs();
+        assert_eq!(started.len(), jobs, "{started:?}");
+        let payer = started[jobs - 1]["payer"].as_str().expect("a payer");
+        assert!(payer.eq_ignore_ascii_case(&s.wallet.address), "{payer}");
+        assert_eq!(
+            s.balances(),
+            (before.0 - PRICE, before.1 + PRICE),
+            "{front}: the wallet paid the price, once, to the agent"
+        );
+
+        // The cost ledger: one row, paid, with the settlement's transaction, mined. Booked
+        // against the task as the store keeps it (a front may show its id in its own form).
+        let stored = s.task_of(&subject, |t| t["status"] == "completed").await;
+        let task = stored["id"].as_str().expect("an id").to_string();
+        let costs = s.costs(&task).await;
+        assert_eq!(costs.len(), 1, "{front}: {costs:?}");
+        let row = &costs[0];
+        let tx = row["transaction"]
+            .as_str()
+            .expect("a transaction")
+            .to_string();
+        // anvil names its accounts in lower case; interlingua, as the SDK, checksummed.
+        assert!(
+            row["payer"]
+                .as_str()
+                .is_some_and(|p| p != s.wallet.address && p.eq_ignore_ascii_case(&s.wallet.address)),
+            "{row}"
+        );
+        assert_eq!(
+            row,
+            &json!({
+                "task_id": task, "route": row["route"], "at": row["at"], "rail": "x402",
+                "state": "paid", "scheme": "exact", "network": NETWORK, "asset": s.chain.token(),
+                "pay_to": s.pay_to.address, "amount": PRICE as u64, "payer": row["payer"],
+                "transaction": tx, "required": row["required"], "response": row["response"],
+            }),
+            "{front}"
+        );
+        assert_eq!(row["route"], ROUTES[jobs - 1].0);
+        let receipt = {
+            let (s, tx) = (s.clone(), tx.clone());
+            blocking(move || s.chain.receipt(&tx)).await
+        };
+        assert_eq!(receipt["status"], "0x1", "{receipt}");
+        // The demand and the receipt, verbatim: what the agent's headers said.
+        let decoded = |v: &Value| -> Value {
+            use base64::Engine as _;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(v.as_str().expect("a header's text"))
+                .expect("base64");
+            serde_json::from_slice(&bytes).expect("JSON")
+        };
+        let required = decoded(&row["required"]);
+        assert_eq!(required["x402Version"], 2);
+        assert_eq!(required["accepts"][0]["amount"], PRICE.to_string());
+        let response = decoded(&row["response"]);
+        assert_eq!(
+            (&response["success"], &response["transaction"]),
+            (&json!(true), &json!(tx))
+        );
+
+        // The client paid the route's price in credits, whatever the agent cost.
+        s.admin.charged(&subject, 10, 1).await;
+    }
+    let calls = s.facilitator.calls();
+    assert_eq!(
+        calls,
+        ["/verify", "/settle"].repeat(ROUTES.len()),
+        "one verification and one settlement per job"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offers_outside_the_policy_are_never_signed_and_fail_the_task_for_payment() {
+    static ROUTES: [(&str, &str, &str, Policy); 2] = [
+        (
+            "cap",
+            "/cap",
+            "mip003",
+            Policy {
+                max_per_call: PRICE - 1,
+                ..PAYS
+            },
+        ),
+        (
+            "net",
+            "/net",
+            "nevermined",
+            Policy {
+                networks: "eip155:8453",
+                ..PAYS
+            },
+        ),
+    ];
+    let s = Arc::new(stack(&ROUTES).await);
+    let before = s.balances();
+    let cases = [
+        (
+            "cap",
+            "/cap",
+            "mip003",
+            format!("the agent's offer is outside the route's policy: amount {PRICE} is above max_per_call ({})", PRICE - 1),
+        ),
+        (
+            "net",
+            "/net",
+            "nevermined",
+            format!("the agent's offer is outside the route's policy: network `{NETWORK}` is not among payment.pay.x402.networks"),
+        ),
+    ];
+    for (route, prefix, front, why) in cases {
+        let subject = format!("refused-{route}");
+        s.admin.grant(&subject, 10).await;
+        let (status, body) = create(&s, front, prefix, &subject).await;
+        // The agent, not the client, is the problem: 502 in the front's own error shape,
+        // naming why.
+        assert_eq!(status, 502, "{front}: {body}");
+        let message = format!("the agent's payment was not made: {why}");
+        let expected = match front {
+            "mip003" => json!({"detail": message}),
+            _ => json!({"error": "Bad Gateway", "message": message, "statusCode": 502}),
+        };
+        assert_eq!(body, expected, "{front}");
+        let (id, costs) = s.failed_for_payment(&subject, &why).await;
+        let id = id.as_str();
+        assert_eq!(
+            costs,
+            [json!({
+                "task_id": id, "route": route, "at": costs[0]["at"], "rail": "x402",
+                "state": "refused", "scheme": "exact", "network": NETWORK,
+                "asset": s.chain.token(), "pay_to": s.pay_to.address, "amount": PRICE as u64,
+                "detail": why, "required": costs[0]["required"],
+            })],
+            "{front}"
+        );
+        // The client's hold went back: nothing charged.
+        s.admin.charged(&subject, 10, 0).await;
+    }
+    // Nothing was signed: the facilitator saw no payment, the agent ran no job, and nothing
+    // moved on chain.
+    assert_eq!(s.facilitator.calls(), Vec::<String>::new());
+    assert_eq!(s.agent.jobs(), Vec::<Value>::new());
+    let after = {
+        let s = s.clone();
+        blocking(move || s.balances()).await
+    };
+    assert_eq!(after, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payment_the_agent_refuses_is_not_made_twice_and_fails_the_task_for_payment() {
+    static ROUTES: [(&str, &str, &str, Policy); 1] = [(
+        "empty",
+        "/empty",
+        "mip003",
+        Policy {
+            key_env: EMPTY_WALLET_ENV,
+            ..PAYS
+        },
+    )];
+    let s = Arc::new(stack(&ROUTES).await);
+    let subject = "payer-with-an-empty-wallet";
+    s.admin.grant(subject, 10).await;
+    let before = s.balances();
+    let (status, body) = create(&s, "mip003", "/empty", subject).await;
+    // Signed and sent once; the agent's facilitator found nothing to pay with, and the agent
+    // asked again: not paid a second time.
+    let why = "the agent asked to be paid again after the payment was sent: invalid_exact_evm_insufficient_balance";
+    assert_eq!(status, 502, "{body}");
+    assert_eq!(
+        body,
+        json!({"detail": format!("the agent's payment was not made: {why}")})
+    );
+    let (id, costs) = s.failed_for_payment(subject, why).await;
+    let id = id.as_str();
+    assert_eq!(costs.len(), 1, "{costs:?}");
+    let row = &costs[0];
+    assert_eq!(
+        row,
+        &json!({
+            "task_id": id, "route": "empty", "at": row["at"], "rail": "x402", "state": "failed",
+            "scheme": "exact", "network": NETWORK, "asset": s.chain.token(),
+            "pay_to": s.pay_to.address, "amount": PRICE as u64, "payer": row["payer"],
+            "detail": why, "required": row["required"],
+        })
+    );
+    assert!(
+        row["payer"]
+            .as_str()
+            .is_some_and(|p| !p.eq_ignore_ascii_case(&s.wallet.address)),
+        "{row}"
+    );
+    s.admin.charged(subject, 10, 0).await;
+    // Verified once, never settled; nothing moved; the agent ran nothing.
+    assert_eq!(s.facilitator.calls(), ["/verify"]);
+    assert_eq!(s.agent.jobs(), Vec::<Value>::new());
+    assert_eq!(s.balances(), before);
+}
