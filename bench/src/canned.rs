@@ -17,20 +17,13 @@
 //! | `GET /api/v1/agents/{did}/tasks/{id}` | 200, Nevermined task: `In_Progress`, or `Completed` for `done` ids; `task-static` is the passthrough payload |
 //! | `POST /echo` | 200, the request body |
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::header::{HeaderValue, CONTENT_TYPE};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpListener;
+use hyper::{Method, StatusCode};
+
+use crate::serve::{json, Answer, Service};
 
 /// The marker a create's body carries to get a task that never finishes.
 pub const KEEP_RUNNING: &str = "keep-running";
@@ -125,14 +118,6 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
 
-fn json(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(body.into()));
-    *r.status_mut() = status;
-    r.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    r
-}
-
 fn query_param<'a>(query: Option<&'a str>, name: &str) -> Option<&'a str> {
     query?
         .split('&')
@@ -141,13 +126,7 @@ fn query_param<'a>(query: Option<&'a str>, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
-fn answer(
-    c: &Canned,
-    method: &Method,
-    path: &str,
-    query: Option<&str>,
-    body: Bytes,
-) -> Response<Full<Bytes>> {
+fn answer(c: &Canned, method: &Method, path: &str, query: Option<&str>, body: Bytes) -> Answer {
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     match (method, segs.as_slice()) {
         (&Method::POST, ["start_job"]) => {
@@ -203,74 +182,27 @@ fn answer(
     }
 }
 
-async fn handle(
-    c: Arc<Canned>,
-    req: Request<Incoming>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
-    let (parts, body) = req.into_parts();
-    let body = match body.collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(_) => {
-            return Ok(json(
-                StatusCode::BAD_REQUEST,
-                r#"{"detail":"unreadable body"}"#,
-            ))
-        }
-    };
-    Ok(answer(
-        &c,
-        &parts.method,
-        parts.uri.path(),
-        parts.uri.query(),
-        body,
-    ))
-}
-
-/// Serves on `listener` until the process ends.
-pub async fn serve(listener: TcpListener) {
-    let canned = Arc::new(Canned {
-        bodies: Bodies::new(),
-        next: AtomicU64::new(0),
-        tag: format!("{:x}", chrono::Utc::now().timestamp_millis()),
-    });
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let c = canned.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |req| handle(c.clone(), req));
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
+impl Service for Canned {
+    fn answer(&self, method: &Method, path: &str, query: Option<&str>, body: Bytes) -> Answer {
+        answer(self, method, path, query, body)
     }
 }
 
-/// Runs the server on `threads` worker threads, printing `upstream ready: ADDR` once listening.
+/// Runs the canned upstream on `threads` worker threads, printing `upstream ready: ADDR` once
+/// listening.
 pub fn main(listen: SocketAddr, threads: usize) -> std::io::Result<()> {
-    let rt = if threads <= 1 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads)
-            .enable_all()
-            .build()?
+    let canned = Canned {
+        bodies: Bodies::new(),
+        next: AtomicU64::new(0),
+        tag: format!("{:x}", chrono::Utc::now().timestamp_millis()),
     };
-    rt.block_on(async {
-        let listener = TcpListener::bind(listen).await?;
-        println!("upstream ready: {}", listener.local_addr()?);
-        serve(listener).await;
-        Ok(())
-    })
+    crate::serve::main("upstream", listen, threads, canned)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::serve::body_of;
 
     fn canned() -> Canned {
         Canned {
@@ -278,18 +210,6 @@ mod tests {
             next: AtomicU64::new(0),
             tag: "t".to_string(),
         }
-    }
-
-    fn body_of(r: Response<Full<Bytes>>) -> serde_json::Value {
-        let bytes = futures_body(r);
-        serde_json::from_slice(&bytes).unwrap()
-    }
-
-    fn futures_body(r: Response<Full<Bytes>>) -> Bytes {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(async { r.into_body().collect().await.unwrap().to_bytes() })
     }
 
     #[test]

@@ -25,6 +25,9 @@ pub struct Contender {
     /// Whether its requests start work that continues after the answer (a create: the watcher
     /// polls and settles each task), so a run's CPU is counted until the process is quiet.
     pub lingers: bool,
+    /// The stand-in x402 facilitator's pid, when the contender's requests are paid: its CPU is
+    /// read around each saturation run, as the upstream's is.
+    pub facilitator: Option<u32>,
 }
 
 /// What one round measured for one contender.
@@ -37,6 +40,8 @@ pub struct Round {
     pub kernel_cpu_s: Option<f64>,
     /// CPU seconds the upstream used meanwhile (zero-cost for nobody: it is the same upstream).
     pub upstream_cpu_s: Option<f64>,
+    /// CPU seconds the facilitator used meanwhile (paid contenders only).
+    pub facilitator_cpu_s: Option<f64>,
     pub rate: Option<Outcome>,
 }
 
@@ -64,6 +69,14 @@ impl Measured {
             .collect()
     }
 
+    /// A latency figure of each round's saturation run (closed loop, wrk).
+    pub fn saturation_latency(&self, pick: fn(&Outcome) -> f64) -> Vec<Option<f64>> {
+        self.rounds
+            .iter()
+            .map(|r| r.saturation.as_ref().map(pick))
+            .collect()
+    }
+
     /// CPU seconds per 10k requests in each round.
     pub fn cpu_per_10k(&self) -> Vec<Option<f64>> {
         self.rounds
@@ -85,6 +98,23 @@ impl Measured {
             .iter()
             .map(|r| stats::cpu_per_10k(r.upstream_cpu_s?, r.saturation.as_ref()?.requests))
             .collect()
+    }
+
+    pub fn facilitator_cpu_per_10k(&self) -> Vec<Option<f64>> {
+        self.rounds
+            .iter()
+            .map(|r| stats::cpu_per_10k(r.facilitator_cpu_s?, r.saturation.as_ref()?.requests))
+            .collect()
+    }
+
+    /// Requests answered below 400 in the saturation runs (what a paid contender's facilitator
+    /// must at least have settled).
+    pub fn answered_ok(&self) -> u64 {
+        self.rounds
+            .iter()
+            .filter_map(|r| r.saturation.as_ref())
+            .map(|o| o.requests.saturating_sub(o.errors))
+            .sum()
     }
 
     /// The worst error rate of any run.
@@ -192,18 +222,27 @@ pub fn run(
         m.warm_rps = o.rps;
         log(&format!("  warm-up {:<28} {:>9.0} req/s", c.label, o.rps));
     }
+    // Of the contenders that have a fixed-rate pass (oha cannot send a paid load).
     let slowest = measured
         .iter()
+        .filter(|m| m.contender.load.open_loop())
         .map(|m| m.warm_rps)
         .fold(f64::INFINITY, f64::min);
     let rate = nice_rate((slowest / 2.0).min(f64::from(plan.rate_cap)));
     log(&format!("  fixed rate for latency: {rate} req/s (half the slowest contender's warm-up rate, at most {})", plan.rate_cap));
+    for m in measured.iter().filter(|m| !m.contender.load.open_loop()) {
+        log(&format!(
+            "  {}: no fixed-rate pass (oha sends one fixed header; each paid request needs a nonce of its own)",
+            m.contender.label
+        ));
+    }
 
     for round in 0..plan.rounds {
         for m in &mut measured {
             let c = &m.contender;
             let cpu0 = procs.cpu(c.pid, c.tree);
             let up0 = procs.cpu_seconds(upstream_pid, false);
+            let fac0 = c.facilitator.map(|pid| procs.cpu_seconds(pid, false));
             let o = gens.wrk(
                 procs,
                 &base(c.addr),
@@ -221,6 +260,10 @@ pub fn run(
             let split = procs.cpu(c.pid, c.tree) - cpu0;
             let cpu = split.total();
             let up = procs.cpu_seconds(upstream_pid, false) - up0;
+            let fac = c
+                .facilitator
+                .zip(fac0)
+                .map(|(pid, before)| procs.cpu_seconds(pid, false) - before);
             let mut r = Round::default();
             match o {
                 Ok(o) => {
@@ -237,6 +280,7 @@ pub fn run(
                     r.kernel_cpu_s = Some(split.kernel);
                     // The direct contender *is* the upstream: its own CPU is already counted.
                     r.upstream_cpu_s = (c.pid != upstream_pid).then_some(up);
+                    r.facilitator_cpu_s = fac;
                 }
                 Err(e) => log(&format!(
                     "  round {} saturation {}: {e}",
@@ -246,7 +290,7 @@ pub fn run(
             }
             m.rounds.push(r);
         }
-        for m in &mut measured {
+        for m in measured.iter_mut().filter(|m| m.contender.load.open_loop()) {
             let c = &m.contender;
             let o = gens.oha(
                 procs,

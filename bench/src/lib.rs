@@ -10,12 +10,18 @@
 //!  │ loop) / oha  │                   │ nginx ──► canned upstream                   │
 //!  │ (fixed rate) │                   │ interlingua (passthrough | full pipeline)   │
 //!  └──────────────┘                   │        ──► canned upstream                  │
+//!                                     │ interlingua (paid create, x402)             │
+//!                                     │        ──► canned upstream, facilitator     │
 //!                                     └─────────────────────────────────────────────┘
 //! ```
 //!
 //! - [`run`]: the whole run: start the stack, check it, compare, draw the curves, report.
-//! - [`stack`]: the contenders' processes and configs (interlingua, nginx, the upstream).
+//! - [`stack`]: the contenders' processes and configs (interlingua, nginx, the upstream, the
+//!   facilitator).
 //! - [`canned`]: the canned upstream (MIP-003, Nevermined and echo answers, fixed bodies).
+//! - [`facilitator`]: the stand-in x402 facilitator of the paid create (verifies and settles
+//!   every payment at once, counts each call); [`payer`]: that contender's payments, a nonce
+//!   each; [`serve`]: the server both stand-ins run on.
 //! - [`compare`]: the main table's rounds (A B C … A B C …), CPU from `/proc`.
 //! - [`curves`]: latency vs body size, connections, routes, stored tasks; creates vs clients.
 //! - [`fleet`]: the store on PostgreSQL: its contenders, one instance against two on one database.
@@ -36,16 +42,19 @@ pub mod blocking;
 pub mod canned;
 pub mod compare;
 pub mod curves;
+pub mod facilitator;
 pub mod fleet;
 pub mod http;
 pub mod idle;
 pub mod instructions;
 pub mod load;
+pub mod payer;
 pub mod plan;
 pub mod plot;
 pub mod procs;
 pub mod report;
 pub mod run;
 pub mod seed;
+pub mod serve;
 pub mod stack;
 pub mod stats;

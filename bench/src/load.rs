@@ -4,11 +4,13 @@
 //! the generator's CPUs, bounded in time.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::http::Request;
+use crate::payer::{Payer, HEADER};
 use crate::procs::Procs;
 
 /// What a request's body is, for the generators.
@@ -55,6 +57,9 @@ pub struct Load {
     /// When not empty, the closed loop's requests go to these paths in turn (`path` is the
     /// first; the open loop and the harness's own checks use it alone).
     pub paths: Vec<String>,
+    /// When set, each request pays with x402, with a `PAYMENT-SIGNATURE` of its own (a fresh
+    /// nonce): wrk makes them; oha, which sends one fixed header, cannot send this load.
+    pub payment: Option<Arc<Payer>>,
 }
 
 impl Load {
@@ -66,6 +71,7 @@ impl Load {
             body: Body::None,
             random_suffix: None,
             paths: Vec::new(),
+            payment: None,
         }
     }
 
@@ -86,6 +92,7 @@ impl Load {
             body,
             random_suffix: None,
             paths: Vec::new(),
+            payment: None,
         }
     }
 
@@ -95,16 +102,32 @@ impl Load {
         self
     }
 
-    /// The same request for the harness's own client (one request, to check an answer).
+    /// Each request paid by `payer` (see [`Load::payment`]).
+    pub fn paid(mut self, payer: Arc<Payer>) -> Load {
+        self.payment = Some(payer);
+        self
+    }
+
+    /// Whether oha can send this load at a fixed rate (it sends the same headers every time).
+    pub fn open_loop(&self) -> bool {
+        self.payment.is_none()
+    }
+
+    /// The same request for the harness's own client (one request, to check an answer; a paid
+    /// load's with a payment of its own).
     pub fn one(&self) -> Request {
         let path = match self.random_suffix {
             Some((_, width)) => format!("{}{:0width$}", self.path, 0, width = width),
             None => self.path.clone(),
         };
+        let mut headers = self.headers.clone();
+        if let Some(payer) = &self.payment {
+            headers.push((HEADER.to_string(), payer.header(payer.batch(), 0)));
+        }
         Request {
             method: self.method,
             path,
-            headers: self.headers.clone(),
+            headers,
             body: self.body.render(),
         }
     }
@@ -162,8 +185,9 @@ fn lua_string(s: &str) -> String {
     out
 }
 
-/// The wrk script for `load`: method, headers, body, an optional random path, and a `done`
-/// that prints the figures as one JSON line.
+/// The wrk script for `load`: method, headers, body, an optional random path, a paid load's
+/// payments (a new batch of nonces each time it is called), and a `done` that prints the
+/// figures as one JSON line.
 pub fn wrk_script(load: &Load) -> String {
     let mut s = format!("wrk.method = {}\n", lua_string(load.method));
     for (k, v) in &load.headers {
@@ -201,6 +225,9 @@ pub fn wrk_script(load: &Load) -> String {
             "local paths = {{{}}}\nlocal turn = 0\nrequest = function()\n  turn = turn % #paths + 1\n  return wrk.format(nil, paths[turn])\nend\n",
             list.join(", ")
         ));
+    }
+    if let Some(payer) = &load.payment {
+        s.push_str(&payer.lua(payer.batch()));
     }
     s.push_str(
         r#"done = function(summary, latency, requests)
@@ -302,10 +329,8 @@ impl Generators {
         connections: u32,
         seconds: u64,
     ) -> Result<Outcome, String> {
-        let script = self.write(
-            &format!("wrk-{}.lua", digest(&wrk_script(load))),
-            &wrk_script(load),
-        )?;
+        let text = wrk_script(load);
+        let script = self.write(&format!("wrk-{}.lua", digest(&text)), &text)?;
         let url = format!(
             "{base}{}",
             if load.random_suffix.is_some() {
@@ -343,6 +368,11 @@ impl Generators {
         connections: u32,
         seconds: f64,
     ) -> Result<Outcome, String> {
+        if !load.open_loop() {
+            return Err(
+                "oha sends one fixed header: it cannot send a load that pays each request".into(),
+            );
+        }
         let mut args: Vec<String> = vec![
             "--no-tui".into(),
             "--output-format".into(),
@@ -474,6 +504,28 @@ mod tests {
         assert!(s.contains("wrk.body = \"{\\\"a\\\":\\\"\" .. string.rep(\"x\", 10) .. \"\\\"}\""));
         assert!(s.contains("\"Bearer t\\\"k\""));
         assert_eq!(l.body.render().unwrap().len(), 10 + 8);
+    }
+
+    #[test]
+    fn a_paid_load_pays_every_request_and_every_run_with_new_nonces() {
+        let payer = Arc::new(Payer::new("http://h/t", 1_900_000_000));
+        let l = Load::post("/t", Body::Text("{}".into())).paid(payer);
+        assert!(!l.open_loop());
+        let (a, b) = (wrk_script(&l), wrk_script(&l));
+        assert_ne!(a, b, "each run a batch of its own");
+        assert!(a.contains("request = function()") && a.contains("PAYMENT-SIGNATURE"));
+        let header = |r: Request| {
+            r.headers
+                .into_iter()
+                .find(|(k, _)| k == HEADER)
+                .map(|(_, v)| v)
+        };
+        let (one, two) = (header(l.one()), header(l.one()));
+        assert!(
+            one.is_some() && one != two,
+            "each check a payment of its own"
+        );
+        assert!(Load::post("/t", Body::None).open_loop());
     }
 
     #[test]

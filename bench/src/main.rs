@@ -1,6 +1,7 @@
 //! `interlingua-bench`: the harness behind `bench/run` (`run`), the canned upstream every
-//! contender proxies to (`upstream`), the store seeder (`seed`), and two measurements alone
-//! (`blocking` and `idle`, also part of `run`).
+//! contender proxies to (`upstream`), the stand-in x402 facilitator of the paid contender
+//! (`facilitator`), the store seeder (`seed`), and measurements alone (`blocking`, `idle`,
+//! `instructions`).
 
 #![forbid(unsafe_code)]
 
@@ -9,7 +10,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use interlingua_bench::{blocking, canned, idle, instructions, procs, run, seed, stack};
+use interlingua_bench::{
+    blocking, canned, facilitator, idle, instructions, procs, run, seed, stack,
+};
 
 #[derive(Parser)]
 #[command(
@@ -27,6 +30,14 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// Serves the canned MIP-003 / Nevermined / echo upstream.
     Upstream {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: SocketAddr,
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
+    },
+    /// Serves the stand-in x402 facilitator: every payment valid, every settlement a success,
+    /// each call counted (`GET /counts`).
+    Facilitator {
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: SocketAddr,
         #[arg(long, default_value_t = 1)]
@@ -193,6 +204,9 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(*args),
         Command::Upstream { listen, threads } => {
             canned::main(listen, threads).map_err(|e| e.to_string())
+        }
+        Command::Facilitator { listen, threads } => {
+            facilitator::main(listen, threads).map_err(|e| e.to_string())
         }
         Command::Blocking {
             interlingua,

@@ -217,6 +217,43 @@ pub fn baseline_table(c: &Comparison) -> Table {
     t
 }
 
+/// The paid create (`x402_create`) against the unpaid full create it follows in each round:
+/// what paying with x402 adds to a create; empty when the run had neither.
+pub fn x402_table(c: &Comparison) -> Table {
+    let mut t = Table::new(&[
+        "contender",
+        "creates/s",
+        "÷ full create",
+        "CPU s/10k",
+        "÷ full create",
+        "added CPU s/10k",
+        "added µs a create",
+        "facilitator CPU s/10k",
+        "p50 ms (saturation)",
+        "p99 ms (saturation)",
+    ]);
+    let (Some(free), Some(paid)) = (c.get("full_create"), c.get("x402_create")) else {
+        return t;
+    };
+    for m in [free, paid] {
+        let added = median_difference(&m.cpu_per_10k(), &free.cpu_per_10k());
+        t.rows.push(vec![
+            m.contender.label.to_string(),
+            fmt(median_of(&m.rps()), 0),
+            fmt(median_ratio(&m.rps(), &free.rps()), 3),
+            fmt(median_of(&m.cpu_per_10k()), 3),
+            fmt(median_ratio(&m.cpu_per_10k(), &free.cpu_per_10k()), 3),
+            fmt(added, 3),
+            // 1 s per 10k requests is 100 µs a request.
+            fmt(added.map(|s| s * 100.0), 1),
+            fmt(median_of(&m.facilitator_cpu_per_10k()), 3),
+            fmt(median_of(&m.saturation_latency(p50)), 2),
+            fmt(median_of(&m.saturation_latency(p99)), 2),
+        ]);
+    }
+    t
+}
+
 /// The figures of the headline line.
 #[derive(Debug, Clone, Default)]
 pub struct Headline {
@@ -344,7 +381,8 @@ pub fn json(c: &Comparison, curves: &[Curve], headline: &Headline, meta: Value) 
                 "peak_rss_mib": m.peak_rss_mib,
                 "rounds": m.rounds.iter().map(|r| json!({
                     "saturation": outcome(&r.saturation), "cpu_s": r.cpu_s,
-                    "upstream_cpu_s": r.upstream_cpu_s, "kernel_cpu_s": r.kernel_cpu_s, "rate": outcome(&r.rate),
+                    "upstream_cpu_s": r.upstream_cpu_s, "kernel_cpu_s": r.kernel_cpu_s,
+                    "facilitator_cpu_s": r.facilitator_cpu_s, "rate": outcome(&r.rate),
                 })).collect::<Vec<_>>(),
             })
         })

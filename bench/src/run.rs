@@ -14,17 +14,19 @@ use crate::compare::{self, Contender};
 use crate::curves::{self, Curve, Targets};
 use crate::http::Request;
 use crate::load::{Body, Generators, Load};
+use crate::payer::Payer;
 use crate::plan::{Clock, Plan};
 use crate::procs::Procs;
 use crate::report::{self, Headline};
-use crate::stack::{Env, Route, Running, DID, MIP_ROUTE, NV_ROUTE, SECRET_ENV};
+use crate::stack::{Env, Route, Running, DID, MIP_ROUTE, NV_ROUTE, PAID_ROUTE, SECRET_ENV};
 
 /// What `run` is told. A later option overrides an earlier one (so `bench/run --interlingua X`
 /// replaces the binary `bench/run` names by default).
 #[derive(Debug, Clone, clap::Args)]
 #[command(args_override_self = true)]
 pub struct RunArgs {
-    /// The smoke run CI calls: every contender and curve, a few seconds each (under two minutes).
+    /// The smoke run CI calls: every contender and curve, a few seconds each (under three
+    /// minutes).
     #[arg(long)]
     pub quick: bool,
     /// The repository (for `mappings/` and the default results directory).
@@ -48,7 +50,7 @@ pub struct RunArgs {
     /// CPUs of the load generator (a `taskset` list).
     #[arg(long, default_value = "0")]
     pub generator_cpus: String,
-    /// CPUs of the contenders and the upstream.
+    /// CPUs of the contenders, the upstream and the x402 facilitator.
     #[arg(long, default_value = "1")]
     pub sut_cpus: String,
     /// Do not pin processes to CPUs.
@@ -164,6 +166,28 @@ fn check(c: &Contender, status: u16, needle: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// What the facilitator saw for the paid contender: each payment verified once and settled
+/// once, and at least one settlement for every paid create answered 2xx in the saturation runs
+/// (a paid create's answer waits for its settlement).
+fn x402_check(
+    c: &compare::Comparison,
+    facilitator: &Running,
+) -> Result<crate::facilitator::Counts, String> {
+    let counts = crate::facilitator::counts(facilitator.addr)?;
+    if let Some(problem) = counts.problem() {
+        return Err(format!("x402: {problem}; {}", counts.line()));
+    }
+    let answered = c.get("x402_create").map_or(0, |m| m.answered_ok());
+    if counts.settle < answered {
+        return Err(format!(
+            "x402: {answered} paid creates answered 2xx, the facilitator settled {}; {}",
+            counts.settle,
+            counts.line()
+        ));
+    }
+    Ok(counts)
+}
+
 /// Stops everything on SIGINT or SIGTERM, and when the hard limit passes.
 fn guard(procs: Arc<Procs>, scratch: PathBuf, keep: bool, hard: Duration) {
     let p = procs.clone();
@@ -215,7 +239,7 @@ pub fn run(args: RunArgs) -> Result<(), String> {
     }
     // More rounds or a baseline's contenders take longer than the plan's limits allow.
     let longer = args.rounds.is_some() || args.baseline.is_some();
-    let contenders = if args.baseline.is_some() { 10.0 } else { 7.0 };
+    let contenders = if args.baseline.is_some() { 11.0 } else { 8.0 };
     let per_round = plan.saturation_s as f64
         + plan.rate_s
         + 3.0
@@ -319,6 +343,18 @@ fn run_in(
     let (full_create, _) = start("full-create", nv(), true)?;
     let (rev_get, _) = start("rev-get", mip(), true)?;
     let (rev_create, _) = start("rev-create", mip(), true)?;
+    // The full create again, paid with x402 instead of a token: verified and settled by a
+    // stand-in facilitator; the payer's credits come from each payment (no grant).
+    let facilitator = env.facilitator()?;
+    let (paid_create, _) = start(
+        "paid-create",
+        Route::PaidNeverminedOverMip {
+            name: PAID_ROUTE.into(),
+            prefix: "/".into(),
+            facilitator: facilitator.addr,
+        },
+        false,
+    )?;
     // The same two full-pipeline contenders with the store on PostgreSQL (each its own
     // database), and two instances sharing one database for the scaling section.
     let pg = crate::fleet::Postgres::start(procs, &args.sut_cpus)?;
@@ -334,16 +370,23 @@ fn run_in(
     let pg_polled = polled_paths(start_polled_task, &pg_get, &token)?;
     let polled_job = polled_paths(start_polled_job, &rev_get, &token)?;
     say(clock, &format!(
-        "started: upstream {}, nginx {}, interlingua passthrough {}, full get {}, full create {}, reverse get {}, reverse create {}",
-        upstream.addr, nginx.addr, pass.addr, full_get.addr, full_create.addr, rev_get.addr, rev_create.addr
+        "started: upstream {}, nginx {}, interlingua passthrough {}, full get {}, full create {}, reverse get {}, reverse create {}, paid create {} (facilitator {})",
+        upstream.addr, nginx.addr, pass.addr, full_get.addr, full_create.addr, rev_get.addr, rev_create.addr, paid_create.addr, facilitator.addr
     ));
 
     let static_get = Load::get(format!("/api/v1/agents/{DID}/tasks/{STATIC_TASK}"));
-    let nv_create = Load::post(
+    let unsigned_create = Load::post(
         format!("/api/v1/agents/{DID}/tasks"),
         Body::Text(r#"{"input_query":"a question for the agent"}"#.into()),
-    )
-    .bearer(&token);
+    );
+    let nv_create = unsigned_create.clone().bearer(&token);
+    // The same create, paid instead of signed. A day is longer than any run: interlingua reads
+    // `validBefore` as the sale's deadline.
+    let payer = Payer::new(
+        &format!("http://{}{}", paid_create.addr, unsigned_create.path),
+        chrono::Utc::now().timestamp() + 86_400,
+    );
+    let paid_load = unsigned_create.paid(Arc::new(payer));
     let mip_create = Load::post(
         "/start_job",
         Body::Text(r#"{"identifier_from_purchaser":"0123456789abcdef","input_data":{"text":"a question for the agent"}}"#.into()),
@@ -357,6 +400,7 @@ fn run_in(
         pid: run.service.pid,
         tree,
         lingers,
+        facilitator: None,
     };
     let contenders = vec![
         contender(
@@ -392,6 +436,17 @@ fn run_in(
             false,
             true,
         ),
+        Contender {
+            facilitator: Some(facilitator.service.pid),
+            ..contender(
+                "x402_create",
+                "paid create (x402 exact) NVM→MIP",
+                &paid_create,
+                paid_load,
+                false,
+                true,
+            )
+        },
         contender(
             "rev_get",
             "full get_task MIP→NVM",
@@ -431,6 +486,7 @@ fn run_in(
         (200, "\"task_status\":\"In_Progress\""),
         (200, "\"task_status\":\"In_Progress\""),
         (200, "\"task_status\":\"In_Progress\""),
+        (201, "\"task_id\":\"task-"),
         (201, "\"task_id\":\"task-"),
         (200, "\"status\":\"running\""),
         (200, "\"job_id\""),
@@ -528,6 +584,8 @@ fn run_in(
         upstream.service.pid,
         &mut |m| say(clock, m),
     )?;
+    let x402 = x402_check(&comparison, &facilitator)?;
+    say(clock, &format!("  {}", x402.line()));
 
     say(
         clock,
@@ -654,6 +712,12 @@ fn run_in(
     text.push_str(&ratios.text());
     let ceiling = report::kernel_ceiling_note(&comparison);
     text.push_str(&format!("\n{ceiling}\n{}\n", blocking.line()));
+    let paid = report::x402_table(&comparison);
+    text.push_str(&format!(
+        "\n\nx402: a paid create against the unpaid full create (median of the per-round ratios and differences; latency at saturation)\n{}\n{}\n",
+        paid.text(),
+        x402.line()
+    ));
     text.push_str("\n\nthe store on PostgreSQL\n");
     text.push_str(&pg_text);
     let before_after = report::baseline_table(&comparison);
@@ -677,6 +741,11 @@ fn run_in(
         ratios.markdown()
     );
     md.push_str(&format!("\n{ceiling}.\n\n{}.\n", blocking.line()));
+    md.push_str(&format!(
+        "\n## x402: a paid create against the unpaid full create\n\nMedians of the per-round ratios and differences; latency from the saturation runs (closed loop: oha cannot send a nonce per request).\n\n{}\n\n{}.\n",
+        paid.markdown(),
+        x402.line()
+    ));
     md.push_str("\n## The store on PostgreSQL\n\n");
     md.push_str(&pg_md);
     if !before_after.rows.is_empty() {
@@ -712,6 +781,7 @@ fn run_in(
         "rate_s": plan.rate_s, "rate_connections": plan.rate_connections, "threads": env.threads,
         "generator_cpus": args.generator_cpus, "sut_cpus": args.sut_cpus, "pinned": !args.no_pin,
         "elapsed_s": clock.elapsed().as_secs_f64(),
+        "x402_facilitator": serde_json::to_value(x402).unwrap_or(Value::Null),
         "blocking": {"job_ms": crate::blocking::JOB.as_millis() as u64, "direct_ms": blocking.direct_ms, "proxied_ms": blocking.proxied_ms, "added_ms": blocking.added_ms()},
     });
     let data = report::json(&comparison, &curves, &headline, meta);

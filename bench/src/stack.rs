@@ -59,11 +59,19 @@ pub enum Route {
     MipOverNevermined { name: String, prefix: String },
     /// A2A clients, a MIP-003 agent, no auth: one client blocking on its task.
     A2aOverMip { prefix: String },
+    /// As `NeverminedOverMip`, and a client without a token may pay each create with x402
+    /// (`exact`, [`crate::payer`]'s offer), verified and settled by `facilitator`.
+    PaidNeverminedOverMip {
+        name: String,
+        prefix: String,
+        facilitator: SocketAddr,
+    },
 }
 
 /// The route names the full-pipeline contenders use (seeded tasks must name the same).
 pub const NV_ROUTE: &str = "nv-over-mip";
 pub const MIP_ROUTE: &str = "mip-over-nv";
+pub const PAID_ROUTE: &str = "nv-over-mip-paid";
 
 fn route_toml(r: &Route, i: usize) -> String {
     const ACCESS: &str = r#"auth = true
@@ -85,6 +93,21 @@ min_refresh = "0s""#;
         ),
         Route::A2aOverMip { prefix } => format!(
             "[[routes]]\nname = \"a2a-blocking\"\nmatch = {{ path_prefix = \"{prefix}\" }}\nupstream = \"canned\"\nfront = \"a2a\"\nback = \"mip003\"\n"
+        ),
+        Route::PaidNeverminedOverMip {
+            name,
+            prefix,
+            facilitator,
+        } => format!(
+            "{}{}",
+            route_toml(
+                &Route::NeverminedOverMip {
+                    name: name.clone(),
+                    prefix: prefix.clone()
+                },
+                i
+            ),
+            crate::payer::accept_toml(*facilitator)
         ),
     }
 }
@@ -198,8 +221,18 @@ impl Env {
 
     /// Starts the canned upstream.
     pub fn upstream(&self) -> Result<Running, String> {
+        self.stand_in("upstream")
+    }
+
+    /// Starts the stand-in x402 facilitator.
+    pub fn facilitator(&self) -> Result<Running, String> {
+        self.stand_in("facilitator")
+    }
+
+    /// Starts this binary's `what` service (`upstream`, `facilitator`) on a free port.
+    fn stand_in(&self, what: &str) -> Result<Running, String> {
         let args = vec![
-            "upstream".to_string(),
+            what.to_string(),
             "--listen".into(),
             "127.0.0.1:0".into(),
             "--threads".into(),
@@ -207,13 +240,13 @@ impl Env {
         ];
         let cmd = self.procs.command(&self.sut_cpus, &self.me, &args);
         let (service, line) = self.procs.start(
-            "upstream",
+            what,
             cmd,
-            &self.dir.join("upstream.log"),
-            "upstream ready:",
-            self.limit("upstream", 10),
+            &self.dir.join(format!("{what}.log")),
+            &format!("{what} ready:"),
+            self.limit(what, 10),
         )?;
-        let addr = addr_of(&line, "ready:").ok_or_else(|| format!("upstream said `{line}`"))?;
+        let addr = addr_of(&line, "ready:").ok_or_else(|| format!("{what} said `{line}`"))?;
         Ok(Running {
             service,
             addr,
@@ -390,6 +423,11 @@ mod tests {
             Route::MipOverNevermined {
                 name: MIP_ROUTE.into(),
                 prefix: "/mip".into(),
+            },
+            Route::PaidNeverminedOverMip {
+                name: PAID_ROUTE.into(),
+                prefix: "/paid".into(),
+                facilitator: "127.0.0.1:2".parse().unwrap(),
             },
         ];
         routes.extend((0..3).map(|i| Route::Passthrough {
