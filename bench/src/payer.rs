@@ -173,7 +173,8 @@ mod tests {
         );
         let setup = interlingua::setup::parse(&config, "test").expect("a config");
         let offers = setup.config.routes[0].x402.as_ref().expect("x402");
-        let (read, offer) = accept::read(offers, "http://h/", &header).expect("one of the offers");
+        let (read, offer) = accept::read(offers, "http://h/", accept::Presented::Header(&header))
+            .expect("one of the offers");
         assert_eq!(offer.amount, PRICE);
         let auth = &doc.payload["authorization"];
         let hex = |v: &serde_json::Value, digits: usize| {
