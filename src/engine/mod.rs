@@ -322,9 +322,10 @@ impl Engine {
         let (fop, mut doc) =
             translation::read_front(&t.front, &t.front_ctx(), req.method, req.path, &mut msg)?;
         // Who a request without a token is, on a route that takes x402 (engine/x402.rs).
-        let resource = format!("{}{}", base_url.as_deref().unwrap_or(""), req.path);
-        let admission = self
-            .admit_payment(
+        // Only routes that take x402 pay for the resource's URL and the look-up (the hot path).
+        let admission = if t.x402.is_some() {
+            let resource = format!("{}{}", base_url.as_deref().unwrap_or(""), req.path);
+            self.admit_payment(
                 t,
                 fop.op,
                 &msg,
@@ -334,7 +335,10 @@ impl Engine {
                 req.identity,
                 &resource,
             )
-            .await?;
+            .await?
+        } else {
+            x402::Admission::Free
+        };
         let payer = match &admission {
             x402::Admission::Free => None,
             x402::Admission::Payer(id) => Some(id.clone()),
