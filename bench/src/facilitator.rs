@@ -6,7 +6,7 @@
 //!
 //! | request | answer |
 //! |---|---|
-//! | `POST /verify` | 200 `{"isValid":true,"payer":FROM}`: the authorization's `from` |
+//! | `POST /verify` | 200 `{"isValid":true,"payer":FROM}`: the authorization's `from`; for a payment already settled `{"isValid":false,"invalidReason":"invalid_exact_evm_nonce_already_used",…}`, as the SDK's facilitator reads the nonce on chain |
 //! | `POST /settle` | 200 `{"success":true,"transaction":"0x…","network":N,"payer":FROM}`, a new 64-digit hash each time |
 //! | `GET /supported` | 200, the `exact` scheme on [`NETWORK`] |
 //! | `GET /counts` | 200, [`Counts`] (the harness's, not x402's) |
@@ -139,8 +139,9 @@ impl Facilitator {
         c
     }
 
-    /// Counts a call for the payment in `body`; its payer, or `None` for a malformed body.
-    fn record(&self, body: &[u8], settle: bool) -> Option<String> {
+    /// Counts a call for the payment in `body`; its payer and whether it was settled before
+    /// this call, or `None` for a malformed body.
+    fn record(&self, body: &[u8], settle: bool) -> Option<(String, bool)> {
         let Ok(call) = serde_json::from_slice::<Call>(body) else {
             self.malformed.fetch_add(1, Ordering::Relaxed);
             return None;
@@ -149,6 +150,7 @@ impl Facilitator {
         let key = format!("{}:{}", a.from, a.nonce).to_ascii_lowercase();
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         let s = seen.entry(key).or_default();
+        let spent = s.settled > 0;
         if settle {
             s.settled += 1;
             self.settle.fetch_add(1, Ordering::Relaxed);
@@ -156,7 +158,7 @@ impl Facilitator {
             s.verified += 1;
             self.verify.fetch_add(1, Ordering::Relaxed);
         }
-        Some(a.from.into_owned())
+        Some((a.from.into_owned(), spent))
     }
 }
 
@@ -171,14 +173,20 @@ impl Service for Facilitator {
     fn answer(&self, method: &Method, path: &str, _query: Option<&str>, body: Bytes) -> Answer {
         match (method, path) {
             (&Method::POST, "/verify") => match self.record(&body, false) {
-                Some(payer) => json(
+                Some((payer, false)) => json(
                     StatusCode::OK,
                     format!(r#"{{"isValid":true,"payer":"{payer}"}}"#),
+                ),
+                Some((payer, true)) => json(
+                    StatusCode::OK,
+                    format!(
+                        r#"{{"isValid":false,"invalidReason":"invalid_exact_evm_nonce_already_used","payer":"{payer}"}}"#
+                    ),
                 ),
                 None => malformed(),
             },
             (&Method::POST, "/settle") => match self.record(&body, true) {
-                Some(payer) => {
+                Some((payer, _)) => {
                     let n = self.settle.load(Ordering::Relaxed);
                     json(
                         StatusCode::OK,
@@ -249,9 +257,18 @@ mod tests {
         assert_eq!(f.counts().unsettled, 1);
         call(&f, "/settle", &one);
         call(&f, "/verify", &two);
+        let again = call(&f, "/verify", &one);
+        assert_eq!(
+            again["isValid"], false,
+            "a settled payment verifies no more"
+        );
+        assert_eq!(
+            again["invalidReason"],
+            "invalid_exact_evm_nonce_already_used"
+        );
         let c = f.counts();
-        assert_eq!((c.verify, c.settle, c.payments), (3, 2, 2));
-        assert_eq!((c.settled_twice, c.verified_twice), (1, 1));
+        assert_eq!((c.verify, c.settle, c.payments), (4, 2, 2));
+        assert_eq!((c.settled_twice, c.verified_twice), (1, 2));
         assert!(c
             .problem()
             .is_some_and(|p| p.contains("settled more than once")));

@@ -204,9 +204,15 @@ impl Engine {
             // Settled by whoever moved it first (the sweep): nothing more to do here.
             return Ok(stored);
         };
-        if sale.state == SaleState::Settled {
-            cx.receipt = answer;
-            return Ok(stored);
+        match sale.state {
+            SaleState::Settled => {
+                cx.receipt = answer;
+                return Ok(stored);
+            }
+            // Its outcome unknown (the answer was lost): the task goes on, without a receipt,
+            // and the sweep learns from the facilitator whether the payment settled.
+            SaleState::Settling => return Ok(stored),
+            _ => {}
         }
         let why = sale
             .detail
@@ -239,9 +245,13 @@ impl Engine {
         Err(refused(r))
     }
 
-    /// Settles `amount` of an authorised sale, once: the sale is moved to settling only if it is
-    /// still authorised (`None` when another request or instance got there first: that one
-    /// settles it), then [`Engine::send_settlement`].
+    /// Settles `amount` of an authorised sale, once: the sale is claimed in this process (the
+    /// sweep leaves it alone from then on), then moved to settling only if it is still
+    /// authorised (`None` when another request or instance got there first: that one settles
+    /// it), then sent and recorded ([`X402Settlement::send`]). The claim comes before the move:
+    /// a sweep that saw the sale settling between the two would send it too. All of it runs on
+    /// a task of its own, so that a request cut short (a stop's grace period running out)
+    /// cannot leave a settlement sent and unrecorded.
     async fn settle_sale(
         &self,
         accept: &crate::config::X402Accept,
@@ -249,45 +259,38 @@ impl Engine {
         amount: u64,
         revoke_on_failure: u64,
     ) -> Result<Option<(Sale, Option<wire::SettleResponse>)>, ProxyError> {
-        sale.state = SaleState::Settling;
-        // What is being settled, so that a crash before its answer knows what was sent.
-        sale.settled = Some(amount);
-        sale.updated_at = Utc::now();
-        let mine = self
-            .store
-            .save_sale(&sale, SaleState::Authorised, 0)
-            .await
-            .map_err(ProxyError::Store)?;
-        if !mine {
+        let Some(claim) = self.settling.claim(&sale.reference) else {
             return Ok(None);
-        }
-        self.send_settlement(accept, sale, amount, revoke_on_failure)
-            .await
-            .map(Some)
+        };
+        let settlement = self.x402_settlement(accept, claim);
+        detached(async move {
+            sale.state = SaleState::Settling;
+            // What is being settled, so that a crash before its answer knows what was sent.
+            sale.settled = Some(amount);
+            sale.updated_at = Utc::now();
+            let mine = settlement
+                .store
+                .save_sale(&sale, SaleState::Authorised, 0)
+                .await
+                .map_err(ProxyError::Store)?;
+            if !mine {
+                return Ok(None);
+            }
+            settlement
+                .send(sale, amount, revoke_on_failure)
+                .await
+                .map(Some)
+        })
+        .await
     }
 
-    /// Asks the facilitator to settle a sale recorded as settling, and records its answer:
-    /// settled (what was authorised beyond `amount` taken back) or failed (`revoke_on_failure`
-    /// taken back). While it is under way, this process's sweep leaves the sale alone.
-    async fn send_settlement(
-        &self,
-        accept: &crate::config::X402Accept,
-        sale: Sale,
-        amount: u64,
-        revoke_on_failure: u64,
-    ) -> Result<(Sale, Option<wire::SettleResponse>), ProxyError> {
-        let _under_way = self.settling.begin(&sale.reference);
-        let (sale, answer) = accept::settle(&self.client, accept, sale, amount, Utc::now()).await;
-        let revoke = if sale.state == SaleState::Settled {
-            sale.authorised.saturating_sub(amount)
-        } else {
-            revoke_on_failure
-        };
-        self.store
-            .save_sale(&sale, SaleState::Settling, revoke)
-            .await
-            .map_err(ProxyError::Store)?;
-        Ok((sale, answer))
+    fn x402_settlement(&self, accept: &crate::config::X402Accept, claim: Claim) -> X402Settlement {
+        X402Settlement {
+            store: self.store.clone(),
+            client: self.client.clone(),
+            accept: accept.clone(),
+            _claim: claim,
+        }
     }
 
     /// Voids a create's sale that was never settled (the create failed before it answered):
@@ -359,6 +362,7 @@ impl Engine {
                 Ok(Some((s, _))) if s.state == SaleState::Settled => {
                     tracing::info!(task = %task.id, sale = %s.reference, amount = owed, transaction = s.transaction.as_deref().unwrap_or(""), "x402 payment settled");
                 }
+                Ok(Some((s, _))) if s.state == SaleState::Settling => {}
                 Ok(Some((s, _))) => {
                     tracing::warn!(task = %task.id, sale = %s.reference, "x402 settlement failed: {}", s.detail.as_deref().unwrap_or(""));
                 }
@@ -369,38 +373,82 @@ impl Engine {
     }
 }
 
-/// How long a settlement may be under way before another instance takes it for cut short: the
+/// How long a settlement may be under way before it is taken for cut short and sent again: the
 /// facilitator's answer is waited for 30 s (`payment::x402::accept`).
 const SETTLE_OVERDUE: Duration = Duration::from_secs(35);
 
 /// The sales this process is settling right now: the sweep leaves them alone.
-#[derive(Default)]
-pub(super) struct UnderWay(parking_lot::Mutex<std::collections::HashSet<String>>);
+#[derive(Default, Clone)]
+pub(super) struct UnderWay(Arc<parking_lot::Mutex<std::collections::HashSet<String>>>);
 
-/// One settlement under way, until dropped.
-pub(super) struct Settling<'a> {
-    set: &'a UnderWay,
+/// This process's claim on settling one sale, until dropped.
+pub(super) struct Claim {
+    set: UnderWay,
     reference: String,
 }
 
 impl UnderWay {
-    fn begin(&self, reference: &str) -> Settling<'_> {
-        self.0.lock().insert(reference.to_string());
-        Settling {
-            set: self,
+    /// The claim on `reference`, unless this process holds it already.
+    fn claim(&self, reference: &str) -> Option<Claim> {
+        self.0.lock().insert(reference.to_string()).then(|| Claim {
+            set: self.clone(),
             reference: reference.to_string(),
-        }
-    }
-
-    fn under_way(&self, reference: &str) -> bool {
-        self.0.lock().contains(reference)
+        })
     }
 }
 
-impl Drop for Settling<'_> {
+impl Drop for Claim {
     fn drop(&mut self) {
         self.set.0.lock().remove(&self.reference);
     }
+}
+
+/// What sending a settlement needs, owned, so that it can run on a task of its own; the
+/// sale's claim is held until it is dropped.
+struct X402Settlement {
+    store: Arc<dyn store::TaskStore>,
+    client: Arc<crate::upstream::Client>,
+    accept: crate::config::X402Accept,
+    _claim: Claim,
+}
+
+impl X402Settlement {
+    /// Asks the facilitator to settle a sale recorded as settling, and records its answer:
+    /// settled (what was authorised beyond `amount` taken back) or failed (`revoke_on_failure`
+    /// taken back).
+    async fn send(
+        self,
+        sale: Sale,
+        amount: u64,
+        revoke_on_failure: u64,
+    ) -> Result<(Sale, Option<wire::SettleResponse>), ProxyError> {
+        let (sale, answer) =
+            accept::settle(&self.client, &self.accept, sale, amount, Utc::now()).await;
+        let revoke = match sale.state {
+            SaleState::Settled => sale.authorised.saturating_sub(amount),
+            // The answer was lost: nothing is taken back until the sweep knows the outcome.
+            SaleState::Settling => {
+                tracing::warn!(sale = %sale.reference, "{}", sale.detail.as_deref().unwrap_or(""));
+                0
+            }
+            _ => revoke_on_failure,
+        };
+        self.store
+            .save_sale(&sale, SaleState::Settling, revoke)
+            .await
+            .map_err(ProxyError::Store)?;
+        Ok((sale, answer))
+    }
+}
+
+/// Runs `work` on a task of its own and waits for it: dropping the waiting future (a client
+/// that hung up) leaves the work to finish.
+async fn detached<T: Send + 'static>(
+    work: impl std::future::Future<Output = Result<T, ProxyError>> + Send + 'static,
+) -> Result<T, ProxyError> {
+    tokio::spawn(work)
+        .await
+        .map_err(|e| ProxyError::Internal(format!("a settlement stopped: {e}")))?
 }
 
 /// How long before an authorisation expires what its task owes is settled: a third of the
@@ -501,14 +549,26 @@ impl Engine {
         self.close_sales(t, &stored.task).await;
     }
 
-    /// A sale caught settling by a crash: the facilitator is asked to verify the payment again.
-    /// Still valid: the settlement never reached the chain, and is sent now. Refused because
-    /// its nonce is spent: it did, and is recorded settled. Anything else is left to the
-    /// operator (`unknown`), never sent blind.
-    async fn resolve_settling(&self, accept: &crate::config::X402Accept, mut sale: Sale) {
-        if self.settling.under_way(&sale.reference) {
+    /// A sale caught settling by a crash, or whose settlement's answer was lost: the
+    /// facilitator is asked to verify the payment again. Refused because its nonce is spent:
+    /// the settlement went through, and is recorded settled. Still valid: it has not reached
+    /// the chain (yet), and is sent once it has been quiet for [`SETTLE_OVERDUE`] (a
+    /// settlement sent before may still be on its way to a block). Anything else is left to
+    /// the operator (`unknown`), never sent blind.
+    async fn resolve_settling(&self, accept: &crate::config::X402Accept, sale: Sale) {
+        let Some(claim) = self.settling.claim(&sale.reference) else {
             return;
-        }
+        };
+        // Read again under the claim: the sweep's list is older than the settlement that
+        // may have ended since.
+        let mut sale = match self.store.sale(&sale.reference).await {
+            Ok(Some(s)) if s.state == SaleState::Settling => s,
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(sale = %sale.reference, "cannot read a sale again: {e}");
+                return;
+            }
+        };
         // Another instance on the store may be settling it right now: only one whose answer
         // is overdue (the facilitator is waited for 30 s) was cut short.
         let quiet = (Utc::now() - sale.updated_at)
@@ -520,10 +580,16 @@ impl Engine {
         let amount = sale.settled.unwrap_or(sale.authorised);
         let verdict = accept::reverify(&self.client, accept, &sale).await;
         match verdict {
+            Ok(None) if !quiet => {
+                tracing::debug!(sale = %sale.reference, "a settlement cut short is not sent again before it is overdue");
+            }
             Ok(None) => {
                 tracing::info!(sale = %sale.reference, "a settlement cut short by a stop never reached the chain: sending it");
                 let authorised = sale.authorised;
-                if let Err(e) = self.send_settlement(accept, sale, amount, authorised).await {
+                let settlement = self.x402_settlement(accept, claim);
+                let sent =
+                    detached(async move { settlement.send(sale, amount, authorised).await }).await;
+                if let Err(e) = sent {
                     tracing::error!("settling a sale failed: {e}");
                 }
             }

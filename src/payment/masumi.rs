@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use super::{call_record, Purchase, PurchaseState};
 use crate::config::MasumiService;
 use crate::config::Url;
-use crate::upstream::Client;
+use crate::upstream::{Client, Resend};
 use mapping::task::Task;
 
 /// How long one call to the payment service may take.
@@ -120,7 +120,14 @@ async fn call(client: &Client, s: &MasumiService, path: &str, body: &Value) -> R
         Err(e) => return Reply::Failed(None, e.to_string()),
     };
     let (status, raw) = match client
-        .post_json(&url, &[("token", s.token.as_str())], body, CALL_TIMEOUT)
+        .post_json(
+            &url,
+            &[("token", s.token.as_str())],
+            body,
+            CALL_TIMEOUT,
+            // A purchase created twice is answered 409 with the one that exists (P1).
+            Resend::Allowed,
+        )
         .await
     {
         Ok(r) => r,

@@ -265,6 +265,19 @@ impl Client {
     }
 }
 
+/// Whether a POST may go out a second time, on a new connection, when the pooled connection
+/// it went out on breaks before the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resend {
+    /// It changes nothing, or the service answers a repeat as such (a verification; a create
+    /// whose duplicate is refused with 409): sent again.
+    Allowed,
+    /// It moves money and a repeat would too, or fail for having done so: a connection that
+    /// broke may have carried it to the service first, so it is never sent twice
+    /// ([`FetchError::may_have_arrived`] tells the caller the outcome is unknown).
+    Never,
+}
+
 impl Client {
     /// POSTs `body` as JSON to `url` with `headers` besides, within `timeout`; returns the
     /// status and body (at most [`MAX_RESPONSE`]). Used for services other than the routes'
@@ -275,6 +288,7 @@ impl Client {
         headers: &[(&str, &str)],
         body: &serde_json::Value,
         timeout: Duration,
+        resend: Resend,
     ) -> Result<(u16, Bytes), FetchError> {
         let work = async {
             let mut peer = peer_for(url, timeout).await?;
@@ -300,16 +314,40 @@ impl Client {
             let attempt = |req: RequestHeader| self.exchange(&peer, req, Some(payload.clone()));
             // A pooled connection the service had closed: once more on a new one.
             let (status, _, body) = match attempt(req.clone()).await {
-                Err((e, true)) if e.retry() => attempt(req).await,
+                Err((e, true)) if e.retry() && resend == Resend::Allowed => attempt(req).await,
                 other => other,
             }
-            .map_err(|(e, _)| FetchError::Exchange(e.to_string()))?;
+            .map_err(|(e, _)| {
+                if unsent(&e) {
+                    FetchError::Connect(e.to_string())
+                } else {
+                    FetchError::Exchange(e.to_string())
+                }
+            })?;
             Ok((status, body))
         };
         tokio::time::timeout(timeout, work)
             .await
             .map_err(|_| FetchError::Timeout(timeout))?
     }
+}
+
+/// Whether `e` stopped the exchange before its request was sent: no connection was made.
+fn unsent(e: &pingora::Error) -> bool {
+    use pingora::ErrorType::*;
+    matches!(
+        e.etype(),
+        ConnectTimedout
+            | ConnectRefused
+            | ConnectNoRoute
+            | ConnectError
+            | BindError
+            | TLSHandshakeFailure
+            | TLSHandshakeTimedout
+            | InvalidCert
+            | HandshakeError
+            | SocketError
+    )
 }
 
 fn request_error(e: Box<pingora::Error>) -> FetchError {

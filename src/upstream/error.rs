@@ -80,11 +80,23 @@ pub enum FetchError {
     /// The request could not be built (a header value with a forbidden byte).
     #[error("the request cannot be sent: {0}")]
     Request(String),
-    /// The exchange failed (pingora's error, as its kind and context).
+    /// No connection could be made: nothing was sent.
+    #[error("{0}")]
+    Connect(String),
+    /// The exchange failed once the request was on its way (pingora's error, as its kind and
+    /// context): the service may have acted on it.
     #[error("{0}")]
     Exchange(String),
     #[error("no answer within {0:?}")]
     Timeout(Duration),
+}
+
+impl FetchError {
+    /// Whether the service may have received the request (and acted on it) although no answer
+    /// came back.
+    pub fn may_have_arrived(&self) -> bool {
+        matches!(self, FetchError::Exchange(_) | FetchError::Timeout(_))
+    }
 }
 
 /// What a client is told of a pingora error: its kind (`ConnectRefused`, `InvalidChunk`,

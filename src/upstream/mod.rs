@@ -10,7 +10,7 @@ pub mod client;
 pub mod error;
 pub mod peers;
 
-pub use client::{Answer, Client};
+pub use client::{Answer, Client, Resend};
 pub use error::{FetchError, UpstreamError};
 pub use peers::{UpstreamState, Upstreams, RESOLVE_EVERY};
 

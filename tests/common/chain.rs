@@ -333,6 +333,11 @@ impl Facilitator {
         format!("http://127.0.0.1:{}", self.peer.port)
     }
 
+    /// Its socket address.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], self.peer.port))
+    }
+
     /// The address that sends its settlements (and pays their gas).
     pub fn address(&self) -> &str {
         &self.address

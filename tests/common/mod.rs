@@ -19,6 +19,7 @@ pub mod node;
 pub mod peers;
 pub mod process;
 pub mod raw;
+pub mod relay;
 pub mod secrets;
 pub mod tokens;
 pub mod wait;

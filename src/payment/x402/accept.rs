@@ -19,7 +19,7 @@ use super::wire::{
 };
 use crate::auth::Identity;
 use crate::config::{Url, X402Accept};
-use crate::upstream::Client;
+use crate::upstream::{Client, Resend};
 use store::{Sale, SaleState};
 
 /// How long a facilitator's answer is waited for.
@@ -213,7 +213,7 @@ pub async fn verify(
         ));
     };
     let requirements = offer.requirements();
-    let answer: VerifyResponse = call(client, accept, "verify", &payload, &requirements)
+    let answer = ask_verify(client, accept, &payload, &requirements)
         .await
         .map_err(|e| {
             refuse(
@@ -260,8 +260,28 @@ pub async fn reverify(
         serde_json::from_value(sale.payload.clone()).map_err(|e| e.to_string())?;
     let requirements: Requirements =
         serde_json::from_value(sale.requirements.clone()).map_err(|e| e.to_string())?;
-    let answer: VerifyResponse = call(client, accept, "verify", &payload, &requirements).await?;
+    let answer = ask_verify(client, accept, &payload, &requirements)
+        .await
+        .map_err(|e| e.message)?;
     Ok((!answer.is_valid).then(|| answer.invalid_reason.unwrap_or_default()))
+}
+
+/// `/verify`: it changes nothing, so a broken pooled connection is retried.
+async fn ask_verify(
+    client: &Client,
+    accept: &X402Accept,
+    payload: &PaymentPayload,
+    requirements: &Requirements,
+) -> Result<VerifyResponse, CallError> {
+    call(
+        client,
+        accept,
+        "verify",
+        payload,
+        requirements,
+        Resend::Allowed,
+    )
+    .await
 }
 
 /// Whether a verify refusal says the authorisation was used: its nonce is spent on chain
@@ -295,8 +315,10 @@ fn deadline(payload: &PaymentPayload, scheme: Scheme) -> Option<DateTime<Utc>> {
 }
 
 /// Settles `amount` of a sale with the facilitator, recording the call on the sale: `Settled`
-/// with the transaction, or `Failed` with the reason (a facilitator that could not be asked is
-/// `Failed` too: the payment is then refused, nothing is sent again).
+/// with the transaction, or `Failed` with the reason (a facilitator that could not be reached
+/// is `Failed` too: the payment is then refused). A settlement whose answer was lost on the way
+/// (it may have reached the chain) is never sent blind again: the sale stays `Settling`, and
+/// the sweep asks the facilitator to verify the payment to learn which it was.
 pub async fn settle(
     client: &Client,
     accept: &X402Accept,
@@ -319,8 +341,15 @@ pub async fn settle(
     };
     // `upto` settles what is owed, at most what was signed (`schemes/upto/scheme_upto.md`).
     requirements.amount = amount.to_string();
-    let answer: Result<SettleResponse, String> =
-        call(client, accept, "settle", &payload, &requirements).await;
+    let answer: Result<SettleResponse, CallError> = call(
+        client,
+        accept,
+        "settle",
+        &payload,
+        &requirements,
+        Resend::Never,
+    )
+    .await;
     sale.updated_at = now;
     match answer {
         Ok(r) if r.success => {
@@ -345,11 +374,44 @@ pub async fn settle(
             sale.transaction = Some(r.transaction.clone()).filter(|t| !t.is_empty());
             (sale, Some(r))
         }
-        Err(e) => {
-            sale.calls.push(call_record("settle", None, now, Some(&e)));
-            sale.state = SaleState::Failed;
-            sale.detail = Some(format!("the facilitator could not be asked: {e}"));
+        Err(e) if e.lost => {
+            sale.calls
+                .push(call_record("settle", None, now, Some(&e.message)));
+            sale.detail = Some(format!(
+                "the facilitator's answer was lost ({}): whether the payment settled is asked again",
+                e.message
+            ));
             (sale, None)
+        }
+        Err(e) => {
+            sale.calls
+                .push(call_record("settle", None, now, Some(&e.message)));
+            sale.state = SaleState::Failed;
+            sale.detail = Some(format!("the facilitator could not be asked: {}", e.message));
+            (sale, None)
+        }
+    }
+}
+
+/// Why a call to the facilitator brought no usable answer.
+#[derive(Debug)]
+struct CallError {
+    message: String,
+    /// The request may have reached the facilitator, which may have acted on it.
+    lost: bool,
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl CallError {
+    fn answered(message: String) -> CallError {
+        CallError {
+            message,
+            lost: false,
         }
     }
 }
@@ -362,14 +424,16 @@ async fn call<T: serde::de::DeserializeOwned>(
     what: &str,
     payload: &PaymentPayload,
     requirements: &Requirements,
-) -> Result<T, String> {
-    let url = Url::parse(&format!("{}/{what}", accept.facilitator)).map_err(|e| e.to_string())?;
+    resend: Resend,
+) -> Result<T, CallError> {
+    let url = Url::parse(&format!("{}/{what}", accept.facilitator))
+        .map_err(|e| CallError::answered(e.to_string()))?;
     let body = serde_json::to_value(FacilitatorRequest {
         x402_version: X402_VERSION,
         payment_payload: payload,
         payment_requirements: requirements,
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| CallError::answered(e.to_string()))?;
     let headers: Vec<(&str, &str)> = accept
         .facilitator_auth
         .as_deref()
@@ -377,18 +441,21 @@ async fn call<T: serde::de::DeserializeOwned>(
         .into_iter()
         .collect();
     let (status, raw) = client
-        .post_json(&url, &headers, &body, CALL_TIMEOUT)
+        .post_json(&url, &headers, &body, CALL_TIMEOUT, resend)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| CallError {
+            message: e.to_string(),
+            lost: e.may_have_arrived(),
+        })?;
     if status != 200 {
         let text = String::from_utf8_lossy(&raw);
-        return Err(format!(
+        return Err(CallError::answered(format!(
             "/{what} answered HTTP {status}: {}",
             text.chars().take(200).collect::<String>()
-        ));
+        )));
     }
     serde_json::from_slice(&raw)
-        .map_err(|e| format!("/{what} answered what is not its document: {e}"))
+        .map_err(|e| CallError::answered(format!("/{what} answered what is not its document: {e}")))
 }
 
 fn call_record(what: &str, status: Option<u16>, at: DateTime<Utc>, error: Option<&str>) -> Value {
