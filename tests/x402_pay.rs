@@ -358,6 +358,14 @@ async fn interlingua_pays_the_agent_per_job_from_its_wallet_through_each_front()
             (&json!(true), &json!(tx))
         );
 
+        // The console's page of the task shows the payment made, with its transaction.
+        let (status, page) = s.admin.console_page(&format!("tasks/{task}")).await;
+        assert_eq!(status, 200, "{page}");
+        assert!(
+            page.contains("Payments made to the agent") && page.contains(&tx),
+            "{front}: {page}"
+        );
+
         // The client paid the route's price in credits, whatever the agent cost.
         s.admin.charged(&subject, 10, 1).await;
     }

@@ -67,6 +67,38 @@ impl Admin {
     }
 
     /// Grants `amount` credits to `subject`; the balance after. Asserts the grant is accepted.
+    /// A console page (`path` below `/console/`), read as an operator logged in with the admin
+    /// token: its status and HTML.
+    pub async fn console_page(&self, path: &str) -> (u16, String) {
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("an HTTP client");
+        let login = http
+            .post(format!("{}/console/login", self.base))
+            .form(&[("token", ADMIN_TOKEN)])
+            .send()
+            .await
+            .expect("the console's login answers");
+        assert_eq!(login.status(), 303, "the console's login");
+        let cookie = login.headers()["set-cookie"]
+            .to_str()
+            .expect("a cookie")
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let page = http
+            .get(format!("{}/console/{path}", self.base))
+            .header("cookie", cookie)
+            .send()
+            .await
+            .expect("the console answers");
+        let status = page.status().as_u16();
+        (status, page.text().await.expect("a page"))
+    }
+
     pub async fn grant(&self, subject: &str, amount: u64) -> Value {
         let resp = self
             .http

@@ -140,10 +140,12 @@ impl Console {
                     };
                     let ledger = store.ledger_of_task(id).await?;
                     let purchases = store.purchases(id).await?;
+                    let costs = store.costs(id).await?;
                     let sales = store.sales(id).await?;
                     let money = pages::Money {
                         ledger: &ledger,
                         purchases: &purchases,
+                        costs: &costs,
                         sales: &sales,
                     };
                     pages::task(&stored.task, &money, &csrf)

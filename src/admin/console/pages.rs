@@ -10,7 +10,7 @@ use crate::reload::Reloader;
 use crate::state::Live;
 use mapping::task::{Status, Task};
 use store::{
-    AccountQuery, AccountSummary, Balance, DaySpend, LedgerRow, Purchase, Sale, TaskQuery,
+    AccountQuery, AccountSummary, Balance, Cost, DaySpend, LedgerRow, Purchase, Sale, TaskQuery,
 };
 
 /// The stylesheet, shipped in the binary.
@@ -243,10 +243,11 @@ pub fn tasks(live: &Live, filter: &TaskQuery, tasks: &[Task], total: u64, csrf: 
 }
 
 /// What a task's page shows besides the task: its ledger rows, what was bought for it from its
-/// agent, and what its client paid on a rail.
+/// agent (Masumi purchases, x402 payments made), and what its client paid on a rail.
 pub struct Money<'a> {
     pub ledger: &'a [LedgerRow],
     pub purchases: &'a [Purchase],
+    pub costs: &'a [Cost],
     pub sales: &'a [Sale],
 }
 
@@ -254,6 +255,7 @@ pub fn task(task: &Task, money: &Money<'_>, csrf: &str) -> Markup {
     let Money {
         ledger,
         purchases,
+        costs,
         sales,
     } = money;
     layout(
@@ -293,6 +295,27 @@ pub fn task(task: &Task, money: &Money<'_>, csrf: &str) -> Markup {
                 table id="purchases" {
                     thead { tr { th { "rail" } th { "reference" } th { "state" } th { "detail" } } }
                     tbody { @for p in purchases.iter() { tr { td { (p.rail) } td { code { (p.reference) } } td { (p.state.name()) } td { (p.detail.clone().unwrap_or_default()) } } } }
+                }
+            }
+            @if !costs.is_empty() {
+                h2 { "Payments made to the agent" }
+                table id="costs" {
+                    thead { tr { th { "at" } th { "rail" } th { "scheme" } th { "network" } th { "amount" } th { "pay to" } th { "state" } th { "transaction" } th { "detail" } } }
+                    tbody {
+                        @for c in costs.iter() {
+                            tr data-state=(c.state.name()) {
+                                td { (c.at.format("%H:%M:%S%.3f")) }
+                                td { (c.rail) }
+                                td { (c.scheme.clone().unwrap_or_default()) }
+                                td { (c.network.clone().unwrap_or_default()) }
+                                td class="num" { (c.amount.map(|a| a.to_string()).unwrap_or_default()) }
+                                td { code { (c.pay_to.clone().unwrap_or_default()) } }
+                                td { (c.state.name()) }
+                                td { code { (c.transaction.clone().unwrap_or_default()) } }
+                                td { (c.detail.clone().unwrap_or_default()) }
+                            }
+                        }
+                    }
                 }
             }
             @if !sales.is_empty() {
@@ -467,7 +490,7 @@ mod tests {
     use store::SaleState;
 
     #[test]
-    fn a_tasks_page_shows_what_its_client_paid_and_the_settlement() {
+    fn a_tasks_page_shows_what_its_client_paid_and_what_the_agent_was_paid() {
         let now = Utc::now();
         let mut paid = Task::new("paid", now);
         paid.subject = Some("eip155:8453:0xabc".to_string());
@@ -493,9 +516,27 @@ mod tests {
             created_at: now,
             updated_at: now,
         };
+        let cost = store::Cost {
+            task_id: paid.id.clone(),
+            route: "r".to_string(),
+            at: now,
+            rail: "x402".to_string(),
+            state: store::CostState::Paid,
+            scheme: Some("exact".to_string()),
+            network: Some("eip155:84532".to_string()),
+            asset: Some("0xtoken".to_string()),
+            pay_to: Some("0xagent".to_string()),
+            amount: Some(2_500),
+            payer: Some("0xwallet".to_string()),
+            transaction: Some("0xbeef".to_string()),
+            detail: None,
+            required: None,
+            response: None,
+        };
         let money = Money {
             ledger: &[],
             purchases: &[],
+            costs: std::slice::from_ref(&cost),
             sales: std::slice::from_ref(&sale),
         };
         let page = task(&paid, &money, "csrf").into_string();
@@ -507,16 +548,23 @@ mod tests {
             "10000",
             "3000",
             "0xfeed",
+            "id=\"costs\"",
+            "Payments made to the agent",
+            "data-state=\"paid\"",
+            "eip155:84532",
+            "2500",
+            "0xagent",
+            "0xbeef",
         ] {
             assert!(page.contains(shown), "{shown} in {page}");
         }
         let unpaid = Money {
             ledger: &[],
             purchases: &[],
+            costs: &[],
             sales: &[],
         };
-        assert!(!task(&paid, &unpaid, "csrf")
-            .into_string()
-            .contains("id=\"sales\""));
+        let page = task(&paid, &unpaid, "csrf").into_string();
+        assert!(!page.contains("id=\"sales\"") && !page.contains("id=\"costs\""));
     }
 }
