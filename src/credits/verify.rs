@@ -69,6 +69,25 @@ pub struct Report {
     pub holds: Vec<StuckHold>,
     pub tasks_without_upstream_id: Vec<Unstarted>,
     pub sales: Vec<SaleProblem>,
+    /// Payments to agents whose outcome was never recorded: a stop between the payment leaving
+    /// and the agent's answer. The agent may have been paid: its records (or the chain) say.
+    pub costs: Vec<CostProblem>,
+}
+
+/// A payment to an agent still `sending` long after it left.
+#[derive(Debug, Clone, Serialize)]
+pub struct CostProblem {
+    pub task_id: String,
+    pub route: String,
+    pub at: DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pay_to: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub amount: Option<u64>,
+    /// `outcome_unknown`.
+    pub problem: &'static str,
 }
 
 /// A sale not settled as it should have been, and why.
@@ -169,15 +188,32 @@ pub async fn verify(
         .into_iter()
         .filter_map(|s| unsettled(s, now))
         .collect();
+    let costs: Vec<CostProblem> = store
+        .costs_sending()
+        .await?
+        .into_iter()
+        .filter(|c| past(c.at, SENDING_TIME, now))
+        .map(|c| CostProblem {
+            task_id: c.task_id,
+            route: c.route,
+            at: c.at,
+            network: c.network,
+            pay_to: c.pay_to,
+            amount: c.amount,
+            problem: "outcome_unknown",
+        })
+        .collect();
     Ok(Report {
         ok: accounts.is_empty()
             && holds.is_empty()
             && tasks_without_upstream_id.is_empty()
-            && sales.is_empty(),
+            && sales.is_empty()
+            && costs.is_empty(),
         accounts,
         holds,
         tasks_without_upstream_id,
         sales,
+        costs,
     })
 }
 
@@ -203,6 +239,10 @@ fn unsettled(sale: Sale, now: DateTime<Utc>) -> Option<SaleProblem> {
         detail: sale.detail,
     })
 }
+
+/// How long a payment to an agent may be on its way before its outcome is taken for lost: the
+/// paid call is bounded by its upstream's `total_timeout`, minutes at most in practice.
+const SENDING_TIME: Duration = Duration::from_secs(10 * 60);
 
 /// The longest a settlement can be under way: the facilitator's answer is waited for 30 s
 /// (`payment::x402::accept`).
@@ -266,6 +306,42 @@ mod tests {
             create_deadline: Duration::from_secs(120),
         };
         HashMap::from([("r".to_string(), rule)])
+    }
+
+    #[tokio::test]
+    async fn a_payment_to_an_agent_left_sending_is_listed_once_ten_minutes_have_passed() {
+        let store = SqliteStore::in_memory().unwrap();
+        let start = Utc::now();
+        let cost = store::Cost {
+            task_id: "t".to_string(),
+            route: "r".to_string(),
+            at: start,
+            rail: "x402".to_string(),
+            state: store::CostState::Sending,
+            scheme: Some("exact".to_string()),
+            network: Some("eip155:84532".to_string()),
+            asset: None,
+            pay_to: Some("0xagent".to_string()),
+            amount: Some(7),
+            payer: None,
+            transaction: None,
+            detail: None,
+            required: None,
+            response: None,
+        };
+        store.begin_cost(&cost, 10).await.unwrap();
+        let at = |secs: i64| start + chrono::Duration::seconds(secs);
+        // Ten minutes, and the grace every deadline of the check has.
+        let limit = (SENDING_TIME + GRACE).as_secs() as i64;
+        assert!(verify(&store, &rules(), at(limit - 1)).await.unwrap().ok);
+        let later = verify(&store, &rules(), at(limit + 1)).await.unwrap();
+        assert!(!later.ok);
+        let listed: Vec<(&str, Option<u64>, &str)> = later
+            .costs
+            .iter()
+            .map(|c| (c.task_id.as_str(), c.amount, c.problem))
+            .collect();
+        assert_eq!(listed, [("t", Some(7), "outcome_unknown")]);
     }
 
     #[tokio::test]

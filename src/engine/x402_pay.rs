@@ -4,8 +4,11 @@
 //! ```text
 //! call_once ─► the agent: 402 + PAYMENT-REQUIRED
 //!    └─► pay_and_retry: the task's costs so far ─► Policy::choose ─► refused? row, task fails
-//!                       ─► Policy::sign ─► the same request + PAYMENT-SIGNATURE ─► the agent
-//!                       ─► row (paid, or failed) ─► asked again? the task fails; else its answer
+//!                       ─► Policy::sign ─► row `sending`, within the task's cap (the store
+//!                          checks it in the same transaction) ─► over it? refused row
+//!                       ─► the same request + PAYMENT-SIGNATURE ─► the agent
+//!                       ─► the row's outcome (paid, or failed) ─► asked again? the task
+//!                          fails; else its answer
 //! ```
 //!
 //! A task whose payment is refused, or asked for again once paid, fails with reason `payment`
@@ -102,8 +105,27 @@ impl Engine {
         header
             .insert_header(PAYMENT_SIGNATURE, signature)
             .map_err(|e| ProxyError::Internal(format!("adding PAYMENT-SIGNATURE: {e}")))?;
-        // Sent whatever happens next: from here on the authorization has left, and the row
-        // says what came of it.
+        // Recorded before it leaves, within the task's cap whatever other calls (or instances)
+        // pay for the task at once: a stop from here on leaves a `sending` row, not nothing.
+        let sending = asked.sending(&offer, policy.payer());
+        let seq = match self
+            .store
+            .begin_cost(&sending, policy.max_per_task())
+            .instrument(self.store_span("begin_cost"))
+            .await
+        {
+            Ok(seq) => seq,
+            Err(store::StoreError::Insufficient { available, needed }) => {
+                let why = format!(
+                    "amount {needed} would bring the task's payments above max_per_task ({}): {available} is left",
+                    policy.max_per_task()
+                );
+                return Err(self
+                    .refuse(asked.refused(&why, Some(&offer.requirements)))
+                    .await);
+            }
+            Err(e) => return Err(ProxyError::Store(e)),
+        };
         let second = self.exchange(t, header, body, span).await;
         let row = match &second {
             Ok(a) => asked.answered(&offer, policy.payer(), a.status, &a.headers),
@@ -113,7 +135,11 @@ impl Engine {
                 row
             }
         };
-        self.save_cost(&row).await?;
+        self.store
+            .finish_cost(seq, &row)
+            .instrument(self.store_span("finish_cost"))
+            .await
+            .map_err(ProxyError::Store)?;
         tracing::info!(task = %row.task_id, route = %row.route, state = row.state.name(),
             amount = row.amount, transaction = row.transaction.as_deref(), "paid an agent (x402)");
         let second = second?;

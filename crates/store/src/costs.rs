@@ -3,8 +3,11 @@
 //!
 //! The cost ledger is kept apart from the credit ledger on purpose: what a client is charged is
 //! the route's price, whatever the agent cost; the two are booked against the same task, so an
-//! operator sees the margin per task. A row is written once and never changed: a payment that
-//! was signed and then failed is a `failed` row, not a `paid` row updated.
+//! operator sees the margin per task. A payment signed is written `sending` before it leaves,
+//! within the task's cap in the same transaction (so that two instances paying for one task at
+//! once cannot both pass it), and takes its outcome once the agent answers; a stop in between
+//! leaves it `sending`, counted against the cap, for the operator. A row that has its outcome
+//! is never changed again.
 
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection};
@@ -17,6 +20,9 @@ use mapping::task::time::format_rfc3339_offset;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CostState {
+    /// Signed and on its way to the agent: what came of it is not recorded (yet). A row a stop
+    /// left so may have been paid: it counts against the task's cap.
+    Sending,
     /// Signed, sent, and the agent's receipt says it was settled.
     Paid,
     /// Signed and sent, but not settled as far as the agent said (a second demand for payment,
@@ -30,6 +36,7 @@ pub enum CostState {
 impl CostState {
     pub fn name(self) -> &'static str {
         match self {
+            CostState::Sending => "sending",
             CostState::Paid => "paid",
             CostState::Failed => "failed",
             CostState::Refused => "refused",
@@ -38,6 +45,7 @@ impl CostState {
 
     fn parse(s: &str) -> Option<CostState> {
         match s {
+            "sending" => Some(CostState::Sending),
             "paid" => Some(CostState::Paid),
             "failed" => Some(CostState::Failed),
             "refused" => Some(CostState::Refused),
@@ -187,14 +195,85 @@ pub(super) fn save(c: &Connection, cost: &Cost) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// The SQL that sums what a task's signed payments took (`?1`/`$1`: the task).
+pub(crate) const SIGNED_SUM: &str =
+    "SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM costs WHERE task_id = $1 AND state <> 'refused'";
+
+/// Whether `amount` more keeps a task that has `spent` within `cap`; the refusal otherwise.
+pub(crate) fn within_cap(spent: i64, amount: u64, cap: u64) -> Result<(), StoreError> {
+    let spent = u64::try_from(spent).unwrap_or(0);
+    if spent.saturating_add(amount) > cap {
+        return Err(StoreError::Insufficient {
+            available: i64::try_from(cap.saturating_sub(spent)).unwrap_or(i64::MAX),
+            needed: amount,
+        });
+    }
+    Ok(())
+}
+
+/// The SQL that records a payment's outcome on its `sending` row (`{p}N`: the row, then state,
+/// amount, transaction, detail, response), with the backend's parameter sign.
+pub(crate) fn finish_sql(p: char) -> String {
+    format!(
+        "UPDATE costs SET state = {p}2, amount = {p}3, transaction_hash = {p}4, detail = {p}5,
+         response = {p}6 WHERE seq = {p}1 AND state = 'sending'"
+    )
+}
+
+/// Records `cost`, a payment about to leave (`sending`), if the task's signed payments and its
+/// amount stay within `cap`; its row's number.
+pub(super) fn begin(c: &Connection, cost: &Cost, cap: u64) -> Result<i64, StoreError> {
+    let spent: i64 = c
+        .prepare_cached(SIGNED_SUM)
+        .and_then(|mut st| st.query_row([&cost.task_id], |r| r.get(0)))
+        .map_err(backend)?;
+    within_cap(spent, cost.amount.unwrap_or(0), cap)?;
+    save(c, cost)?;
+    Ok(c.last_insert_rowid())
+}
+
+/// Records what came of the payment on row `seq` (still `sending`): `cost`'s state, amount,
+/// transaction, detail and the agent's receipt.
+pub(super) fn finish(c: &Connection, seq: i64, cost: &Cost) -> Result<(), StoreError> {
+    let amount = amount_column(cost)?;
+    let n = c
+        .prepare_cached(&finish_sql('?'))
+        .and_then(|mut st| {
+            st.execute(params![
+                seq,
+                cost.state.name(),
+                amount,
+                cost.transaction,
+                cost.detail,
+                cost.response
+            ])
+        })
+        .map_err(backend)?;
+    if n == 0 {
+        return Err(StoreError::Backend(format!(
+            "cost row {seq} is not a payment on its way"
+        )));
+    }
+    Ok(())
+}
+
 /// The costs of a task, in the order written.
 pub(super) fn of_task(c: &Connection, task_id: &str) -> Result<Vec<Cost>, StoreError> {
+    matching(c, "task_id", task_id)
+}
+
+/// The costs in `state`, in the order written.
+pub(super) fn in_state(c: &Connection, state: CostState) -> Result<Vec<Cost>, StoreError> {
+    matching(c, "state", state.name())
+}
+
+fn matching(c: &Connection, column: &str, value: &str) -> Result<Vec<Cost>, StoreError> {
     let mut st = c
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM costs WHERE task_id = ?1 ORDER BY seq"
+            "SELECT {COLUMNS} FROM costs WHERE {column} = ?1 ORDER BY seq"
         ))
         .map_err(backend)?;
-    let mut rows = st.query([task_id]).map_err(backend)?;
+    let mut rows = st.query([value]).map_err(backend)?;
     let mut costs = Vec::new();
     while let Some(r) = rows.next().map_err(backend)? {
         costs.push(read(r)?);

@@ -14,7 +14,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::Connection;
 
-use super::costs::Cost;
+use super::costs::{Cost, CostState};
 use super::ledger;
 use super::migrations::Migrations;
 use super::purchases::Purchase;
@@ -174,8 +174,19 @@ pub trait TaskStore: Send + Sync {
     async fn purchases(&self, task_id: &str) -> Result<Vec<Purchase>, StoreError>;
     /// Appends a row to the cost ledger (a payment to an agent, made or not).
     async fn save_cost(&self, cost: &Cost) -> Result<(), StoreError>;
+    /// Records a payment about to leave for an agent (`cost`, state `sending`) if the task's
+    /// signed payments and its amount stay within `cap`, in one transaction; its row's number,
+    /// for [`TaskStore::finish_cost`]. [`StoreError::Insufficient`], nothing written, when it
+    /// would not.
+    async fn begin_cost(&self, cost: &Cost, cap: u64) -> Result<i64, StoreError>;
+    /// Records what came of the payment begun as row `seq`: `cost`'s state, amount,
+    /// transaction, detail and the agent's receipt.
+    async fn finish_cost(&self, seq: i64, cost: &Cost) -> Result<(), StoreError>;
     /// A task's costs, in the order written.
     async fn costs(&self, task_id: &str) -> Result<Vec<Cost>, StoreError>;
+    /// The payments to agents still `sending` (on their way, or cut short by a stop), in the
+    /// order written: what `credits verify` looks at.
+    async fn costs_sending(&self) -> Result<Vec<Cost>, StoreError>;
     /// Records a new sale and grants what it authorises to the payer's account, in one
     /// transaction; [`StoreError::Duplicate`] (and nothing written) when its reference is known.
     async fn open_sale(&self, sale: &Sale) -> Result<(), StoreError>;
@@ -665,6 +676,25 @@ impl TaskStore for SqliteStore {
     async fn save_cost(&self, cost: &Cost) -> Result<(), StoreError> {
         let cost = cost.clone();
         self.writer.run(move |c| super::costs::save(c, &cost)).await
+    }
+
+    async fn begin_cost(&self, cost: &Cost, cap: u64) -> Result<i64, StoreError> {
+        let cost = cost.clone();
+        self.writer
+            .run(move |c| super::costs::begin(c, &cost, cap))
+            .await
+    }
+
+    async fn finish_cost(&self, seq: i64, cost: &Cost) -> Result<(), StoreError> {
+        let cost = cost.clone();
+        self.writer
+            .run(move |c| super::costs::finish(c, seq, &cost))
+            .await
+    }
+
+    async fn costs_sending(&self) -> Result<Vec<Cost>, StoreError> {
+        self.read(false, |c| super::costs::in_state(c, CostState::Sending))
+            .await
     }
 
     async fn costs(&self, task_id: &str) -> Result<Vec<Cost>, StoreError> {

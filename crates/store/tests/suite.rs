@@ -141,6 +141,7 @@ both!(
     a_revoke_never_takes_more_than_is_available,
     purchases_are_saved_and_replaced,
     costs_are_appended_and_read_back_by_task_in_order,
+    a_payment_begins_within_its_tasks_cap_and_takes_its_outcome_once,
     the_audit_reads_open_holds_and_unstarted_tasks,
     leases_lapse_are_taken_over_renewed_and_handed_back,
     a_duplicate_among_concurrent_creates_fails_alone,
@@ -686,6 +687,68 @@ async fn costs_are_appended_and_read_back_by_task_in_order(db: Db) {
     assert!(store.costs("t3").await.unwrap().is_empty());
 }
 
+/// A payment to an agent, `amount` for task `task`, on its way.
+fn sending(task: &str, amount: u64) -> store::Cost {
+    store::Cost {
+        task_id: task.into(),
+        route: "r".into(),
+        at: chrono::TimeZone::timestamp_millis_opt(&Utc, 1_780_000_000_000).unwrap(),
+        rail: "x402".into(),
+        state: store::CostState::Sending,
+        scheme: Some("exact".into()),
+        network: Some("eip155:31337".into()),
+        asset: None,
+        pay_to: None,
+        amount: Some(amount),
+        payer: None,
+        transaction: None,
+        detail: None,
+        required: None,
+        response: None,
+    }
+}
+
+async fn a_payment_begins_within_its_tasks_cap_and_takes_its_outcome_once(db: Db) {
+    let store = db.store().await;
+    let first = sending("t1", 60);
+    let seq = store.begin_cost(&first, 100).await.unwrap();
+    assert_eq!(
+        store.costs("t1").await.unwrap(),
+        std::slice::from_ref(&first)
+    );
+    // A row on its way counts against the cap: 60 + 50 > 100, nothing written.
+    assert_eq!(
+        store.begin_cost(&sending("t1", 50), 100).await,
+        Err(StoreError::Insufficient {
+            available: 40,
+            needed: 50
+        })
+    );
+    // Refused rows do not count; another task's cap is its own.
+    store
+        .save_cost(&store::Cost {
+            state: store::CostState::Refused,
+            ..sending("t1", 1_000)
+        })
+        .await
+        .unwrap();
+    store.begin_cost(&sending("t2", 100), 100).await.unwrap();
+    let paid = store::Cost {
+        state: store::CostState::Paid,
+        amount: Some(55),
+        transaction: Some("0xfeed".into()),
+        response: Some("eyJzdWNjZXNzIjp0cnVlfQ==".into()),
+        ..first.clone()
+    };
+    store.finish_cost(seq, &paid).await.unwrap();
+    let costs = store.costs("t1").await.unwrap();
+    assert_eq!(costs[0], paid);
+    // Settled for less: 55 + 45 fits.
+    store.begin_cost(&sending("t1", 45), 100).await.unwrap();
+    // An outcome is recorded once.
+    assert!(store.finish_cost(seq, &paid).await.is_err());
+}
+
 async fn the_audit_reads_open_holds_and_unstarted_tasks(db: Db) {
     let (store, ann, task) = held(&db, 10, 4).await;
     let mut started = Task::new("r", Utc::now());
@@ -1119,6 +1182,29 @@ async fn a_store_at_v4_upgrades_to_v6_with_the_ledgers_index(db: Db) {
 async fn two_instances_never_hold_more_than_the_balance() {
     let db = Db::postgres();
     holds_against_the_balance(vec![db.store_as("a").await, db.store_as("b").await]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_instances_paying_for_one_task_at_once_stay_within_its_cap() {
+    let db = Db::postgres();
+    let instances = [db.store_as("a").await, db.store_as("b").await];
+    // Twenty payments of 10 against a cap of 55, from both instances at once: five pass.
+    let payers: Vec<_> = (0..20)
+        .map(|i| {
+            let store = instances[i % 2].clone();
+            tokio::spawn(async move { store.begin_cost(&sending("t", 10), 55).await })
+        })
+        .collect();
+    let mut passed = 0;
+    for p in payers {
+        match p.await.unwrap() {
+            Ok(_) => passed += 1,
+            Err(StoreError::Insufficient { .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(passed, 5);
+    assert_eq!(instances[0].costs("t").await.unwrap().len(), 5);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

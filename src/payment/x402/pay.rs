@@ -140,6 +140,11 @@ impl Policy {
         self.wallet.address()
     }
 
+    /// What one task's payments may take in all.
+    pub fn max_per_task(&self) -> u64 {
+        self.max_per_task
+    }
+
     /// The first of the agent's offers the policy allows, `spent` being what the task's
     /// earlier payments took; or why none is.
     pub fn choose(&self, doc: &Value, spent: u64) -> Result<Offer, Refusal> {
@@ -257,6 +262,14 @@ impl Asked<'_> {
     pub fn refused(&self, why: &str, offer: Option<&Requirements>) -> Cost {
         let mut cost = self.row(CostState::Refused, offer);
         cost.detail = Some(why.to_string());
+        cost
+    }
+
+    /// `offer` signed by `payer`, about to be sent: the row written before it leaves.
+    pub fn sending(&self, offer: &Offer, payer: String) -> Cost {
+        let mut cost = self.row(CostState::Sending, Some(&offer.requirements));
+        cost.amount = Some(offer.amount);
+        cost.payer = Some(payer);
         cost
     }
 

@@ -37,7 +37,7 @@ use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::error::SqlState;
 
-use crate::costs::Cost;
+use crate::costs::{Cost, CostState};
 use crate::credits::{
     Account, AccountQuery, AccountSummary, Audit, Balance, Capture, DaySpend, Hold, LedgerRow,
     Settled, Settlement,
@@ -303,6 +303,15 @@ impl PgStore {
         Ok(())
     }
 
+    /// Records a payment about to leave within its task's cap, in one transaction.
+    async fn begin_cost_once(&self, cost: &Cost, cap: u64) -> Result<i64, Fail> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let seq = costs::begin(&tx, cost, cap).await?;
+        tx.commit().await?;
+        Ok(seq)
+    }
+
     /// Records a sale's state and revokes what was not settled, in one transaction.
     async fn save_sale_once(
         &self,
@@ -489,6 +498,18 @@ impl TaskStore for PgStore {
 
     async fn save_cost(&self, cost: &Cost) -> Result<(), StoreError> {
         attempt!(with_client!(self, c => costs::save(&c, cost)))
+    }
+
+    async fn begin_cost(&self, cost: &Cost, cap: u64) -> Result<i64, StoreError> {
+        attempt!(self.begin_cost_once(cost, cap))
+    }
+
+    async fn finish_cost(&self, seq: i64, cost: &Cost) -> Result<(), StoreError> {
+        attempt!(with_client!(self, c => costs::finish(&c, seq, cost)))
+    }
+
+    async fn costs_sending(&self) -> Result<Vec<Cost>, StoreError> {
+        attempt!(with_client!(self, c => costs::in_state(&c, CostState::Sending)))
     }
 
     async fn costs(&self, task_id: &str) -> Result<Vec<Cost>, StoreError> {
