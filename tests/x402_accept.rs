@@ -669,7 +669,7 @@ async fn upto_settles_what_is_done_when_the_authorisation_is_about_to_expire() {
 /// One call of the route `tool` by an MCP host: the MCP SDK's session wrapped by the x402 SDK's
 /// (`tests/peers/x402_mcp_client.py`), paying as `payer` (or not at all).
 fn mcp_call(s: &Stack, payer: Option<&Account>) -> Value {
-    let mut args = vec![
+    let args = [
         "--url".to_string(),
         s.proxy.url("/tool"),
         "--tool".into(),
@@ -677,6 +677,13 @@ fn mcp_call(s: &Stack, payer: Option<&Account>) -> Value {
         "--arguments".into(),
         json!({"text": "hello"}).to_string(),
     ];
+    paying_peer(s, "x402_mcp_client.py", &args, payer)
+}
+
+/// Runs one of the x402 virtualenv's peers with `args`, and `--key`/`--asset` to pay as `payer`
+/// when there is one; the JSON line it prints.
+fn paying_peer(s: &Stack, script: &str, args: &[String], payer: Option<&Account>) -> Value {
+    let mut args = args.to_vec();
     if let Some(payer) = payer {
         args.extend([
             "--key".into(),
@@ -687,7 +694,7 @@ fn mcp_call(s: &Stack, payer: Option<&Account>) -> Value {
     }
     common::peers::run_json(
         &common::peers::x402_python(),
-        "x402_mcp_client.py",
+        script,
         &args,
         common::DEADLINE,
     )
@@ -841,4 +848,103 @@ async fn one_payment_sent_ten_times_at_once_pays_for_one_task() {
         .count();
     assert_eq!(holds, 1, "one task held");
     assert_verified(&s).await;
+}
+
+/// One A2A client's purchase on the route at `/a2a`, in band (the A2A x402 extension): the
+/// a2a-sdk client with the x402 SDK's signer (`tests/peers/x402_a2a_client.py`), paying as
+/// `payer` (or only asking, without one).
+fn a2a_in_band(s: &Stack, payer: Option<&Account>) -> Value {
+    let args = [
+        "--url".to_string(),
+        s.proxy.url("/a2a"),
+        "--text".into(),
+        "hello".into(),
+    ];
+    paying_peer(s, "x402_a2a_client.py", &args, payer)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_a2a_client_pays_in_band_as_the_a2a_x402_extension_says() {
+    let s = std::sync::Arc::new(stack().await);
+    let payer = s.payer(FUNDS);
+    let before = s.balances(&payer);
+    let out = {
+        let (s, payer) = (s.clone(), payer.clone());
+        blocking(move || a2a_in_band(&s, Some(&payer))).await
+    };
+    // The card declares the extension.
+    let extensions = out["card_extensions"].as_array().expect("extensions");
+    assert!(
+        extensions.iter().any(|e| e["uri"]
+            == "https://github.com/google-agentic-commerce/a2a-x402/blob/main/spec/v0.2"
+            && e["required"] == true),
+        "{out}"
+    );
+    // Unpaid: a task waiting for input, the requirements in its status message.
+    let first = &out["first"];
+    assert_eq!(first["state"], "TASK_STATE_INPUT_REQUIRED", "{out}");
+    let metadata = &first["metadata"];
+    assert_eq!(metadata["x402.payment.status"], "payment-required", "{out}");
+    let required = &metadata["x402.payment.required"];
+    assert_eq!(required["x402Version"], 2, "{out}");
+    assert_eq!(required["accepts"][0]["amount"], PRICE.to_string(), "{out}");
+    assert_eq!(required["accepts"][0]["payTo"], s.pay_to.address, "{out}");
+    // Paid on the same task: it ran to its end, the receipt in its final status message.
+    let second = &out["second"];
+    assert_eq!(second["state"], "TASK_STATE_COMPLETED", "{out}");
+    assert_eq!(second["artifact_text"], "HELLO", "{out}");
+    let metadata = &second["metadata"];
+    assert_eq!(
+        metadata["x402.payment.status"], "payment-completed",
+        "{out}"
+    );
+    let receipts = metadata["x402.payment.receipts"]
+        .as_array()
+        .expect("receipts");
+    assert_eq!(receipts.len(), 1, "{out}");
+    assert_eq!(receipts[0]["success"], true, "{out}");
+    let tx = receipts[0]["transaction"].as_str().expect("a transaction");
+    assert_eq!(s.chain.receipt(tx)["status"], "0x1");
+    assert_eq!(s.balances(&payer), (before.0 - PRICE, before.1 + PRICE));
+    // The task is the payer's now, with its sale settled; the ledger holds, captures, releases.
+    let task_id = out["task_id"].as_str().expect("a task id");
+    let stored = s
+        .store()
+        .get(task_id)
+        .await
+        .expect("the store")
+        .expect("the task");
+    let account = account_of(&s.chain, &payer);
+    assert_eq!(
+        stored.task.subject.as_deref(),
+        Some(account.subject.as_str())
+    );
+    let sales = s.store().sales(task_id).await.expect("sales");
+    assert_eq!(sales.len(), 1, "{sales:?}");
+    assert_eq!(sales[0].transaction.as_deref(), Some(tx));
+    assert_verified(&s).await;
+
+    // An unpaid ask that is never paid for: nothing held, nothing asked of the agent.
+    let unpaid = {
+        let s = s.clone();
+        blocking(move || a2a_in_band(&s, None)).await
+    };
+    assert_eq!(
+        unpaid["first"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{unpaid}"
+    );
+    let waiting = unpaid["task_id"].as_str().expect("a task id");
+    let stored = s
+        .store()
+        .get(waiting)
+        .await
+        .expect("the store")
+        .expect("the task");
+    assert!(stored.task.awaits_first_payment(), "{:?}", stored.task);
+    assert!(s
+        .store()
+        .ledger_of_task(waiting)
+        .await
+        .expect("ledger")
+        .is_empty());
 }

@@ -172,16 +172,23 @@ pub async fn verify(
         .into_iter()
         .filter_map(|h| stuck(h, rules, now))
         .collect();
-    let tasks_without_upstream_id: Vec<Unstarted> = audit
-        .unstarted
-        .into_iter()
-        .filter(|u| {
-            let deadline = rules
-                .get(&u.route)
-                .map_or(Duration::ZERO, |r| r.create_deadline);
-            past(u.created_at, deadline, now)
-        })
-        .collect();
+    let mut tasks_without_upstream_id: Vec<Unstarted> = Vec::new();
+    for u in audit.unstarted {
+        let deadline = rules
+            .get(&u.route)
+            .map_or(Duration::ZERO, |r| r.create_deadline);
+        if !past(u.created_at, deadline, now) {
+            continue;
+        }
+        // A task waiting to be paid for was never meant to start: its wait is bounded by its
+        // route's input_timeout, as a task waiting for input's is.
+        if let Some(stored) = store.get(&u.task_id).await? {
+            if stored.task.awaits_first_payment() {
+                continue;
+            }
+        }
+        tasks_without_upstream_id.push(u);
+    }
     let sales: Vec<SaleProblem> = store
         .unsettled_sales()
         .await?

@@ -325,22 +325,40 @@ impl Engine {
         // Only routes that take x402 pay for the resource's URL and the look-up (the hot path).
         let admission = if t.x402.is_some() {
             let resource = format!("{}{}", base_url.as_deref().unwrap_or(""), req.path);
-            self.admit_payment(
-                t,
-                fop.op,
-                &msg,
-                doc.request()
-                    .and_then(|r| r.get("payment"))
-                    .or_else(|| echo.get("payment")),
-                req.identity,
-                &resource,
-            )
-            .await?
+            let admitted = self
+                .admit_payment(
+                    t,
+                    fop.op,
+                    &msg,
+                    doc.request()
+                        .and_then(|r| r.get("payment"))
+                        .or_else(|| echo.get("payment")),
+                    req.identity,
+                    &resource,
+                )
+                .await;
+            match admitted {
+                // A front that takes the payment in band later keeps the create as a task
+                // waiting to be paid for (its op's `unpaid`).
+                Err(ProxyError::PaymentRefused(r))
+                    if r.reason == "payment_required"
+                        && fop.unpaid.is_some()
+                        && fop.keeps_unpaid(
+                            &Canonical::decoded(doc.clone()).with_request(
+                                mapping::dialect::doc::request(echo, req.request_id, doc.request()),
+                            ),
+                            &t.front_ctx(),
+                        ) =>
+                {
+                    x402::Admission::Unpaid(r)
+                }
+                other => other?,
+            }
         } else {
             x402::Admission::Free
         };
         let payer = match &admission {
-            x402::Admission::Free => None,
+            x402::Admission::Free | x402::Admission::Unpaid(_) => None,
             x402::Admission::Payer(id) => Some(id.clone()),
             x402::Admission::Paid(v) => Some(v.identity()),
         };
@@ -379,7 +397,12 @@ impl Engine {
         // it — tens of KiB, copied whole each time a future moves (into its parent, a `Box`, a
         // span) — whichever operation a request was (bench/README.md, "Where the CPU went").
         let out = match fop.op {
-            Operation::CreateTask => Box::pin(self.create(t, fop, doc, cx)).await?,
+            Operation::CreateTask => match &admission {
+                x402::Admission::Unpaid(r) => {
+                    Box::pin(self.keep_unpaid(t, fop, &doc, r, cx)).await?
+                }
+                _ => Box::pin(self.create(t, fop, doc, cx)).await?,
+            },
             Operation::GetTask | Operation::ListSteps => Box::pin(self.get(t, &doc, cx)).await?,
             Operation::ProvideInput => match Box::pin(self.provide_input(t, fop, doc, cx)).await {
                 // The conversation's task has ended, or there is none: a new task.

@@ -33,6 +33,13 @@ pub(super) fn store_error(e: StoreError) -> ProxyError {
     ProxyError::Store(e)
 }
 
+/// What a create holds, and where its task is: new (`stored` none), or stored already at that
+/// version, waiting to be paid for.
+pub(super) struct Held {
+    hold: Option<Hold>,
+    stored: Option<i64>,
+}
+
 /// Who a background execution works for: the request that started it.
 struct Caller<'a> {
     request_id: &'a str,
@@ -49,6 +56,18 @@ impl Engine {
         request: Decoded,
         cx: &mut Cx<'_>,
     ) -> Result<Canonical<'static>, ProxyError> {
+        let task = self.new_task(t, fop, &request, cx).await?;
+        self.start(t, fop, request, task, None, cx).await
+    }
+
+    /// The task a create request asks for, its input checked, not stored yet.
+    pub(super) async fn new_task(
+        &self,
+        t: &Translated,
+        fop: &Op,
+        request: &Decoded,
+        cx: &mut Cx<'_>,
+    ) -> Result<Task, ProxyError> {
         if t.back.op(Operation::CreateTask).is_none() {
             return Err(ProxyError::Unsupported {
                 operation: "create_task".to_string(),
@@ -60,9 +79,26 @@ impl Engine {
         }
         let now = Utc::now();
         let mut task = mapping::task::Task::new(&t.route, now);
-        translation::start_task(&mut task, &request, &t.back, now);
+        translation::start_task(&mut task, request, &t.back, now);
         // A task the client put in no conversation is a conversation of its own.
         task.conversation.get_or_insert_with(|| task.id.clone());
+        Ok(task)
+    }
+
+    /// Starts `task` for the caller: its subject, price and hold (a plan's, or what a payment
+    /// authorised, out of the grant its sale makes), then the back's create. `stored`: the
+    /// version of a task stored already, waiting to be paid for (`engine/x402.rs`), rather
+    /// than a new one.
+    pub(super) async fn start(
+        self: &Arc<Self>,
+        t: &Arc<Translated>,
+        fop: &Op,
+        request: Decoded,
+        mut task: Task,
+        stored: Option<i64>,
+        cx: &mut Cx<'_>,
+    ) -> Result<Canonical<'static>, ProxyError> {
+        let now = Utc::now();
         if let Some(id) = cx.identity {
             task.subject = Some(id.subject.clone());
             task.plan = id.plan.clone();
@@ -91,16 +127,17 @@ impl Engine {
             }),
             _ => None,
         };
+        let held = Held { hold, stored };
         let Some(paid) = cx.paid else {
             return self
-                .create_held(t, fop, request, task, hold, back_op, None, cx)
+                .create_held(t, fop, request, task, held, back_op, None, cx)
                 .await;
         };
         let sale = paid.sale(&task.id, now);
         self.open_sale(t, &sale, &paid.resource).await?;
         let reference = sale.reference.clone();
         let created = self
-            .create_held(t, fop, request, task, hold, back_op, Some(sale), cx)
+            .create_held(t, fop, request, task, held, back_op, Some(sale), cx)
             .await;
         if created.is_err() {
             // Nothing was settled: what the sale granted goes back (as far as the task's hold
@@ -119,31 +156,57 @@ impl Engine {
         fop: &Op,
         request: Decoded,
         task: mapping::task::Task,
-        hold: Option<Hold>,
+        held: Held,
         back_op: &Op,
         sale: Option<store::Sale>,
         cx: &mut Cx<'_>,
     ) -> Result<Canonical<'static>, ProxyError> {
-        self.store
-            .insert_with_hold(&task, hold.as_ref())
-            .instrument(self.store_span("insert_with_hold"))
-            .await
-            .map_err(|e| match e {
-                StoreError::Insufficient { available, needed } => ProxyError::PaymentRequired {
-                    available,
-                    price: needed,
-                },
-                // The route's max_json_depth let the body through, but the mapping put its
-                // input deeper than that: refused as a body too deep is, nothing held or stored.
-                StoreError::TooDeep { depth, limit } => ProxyError::NotJson(format!(
-                    "the input nests too deep to be kept: the task would nest {depth} levels deep, the store reads at most {limit}"
-                )),
-                other => store_error(other),
-            })?;
+        let Held { hold, stored } = held;
+        let refused = |e| {
+            match e {
+            StoreError::Insufficient { available, needed } => ProxyError::PaymentRequired {
+                available,
+                price: needed,
+            },
+            // The route's max_json_depth let the body through, but the mapping put its
+            // input deeper than that: refused as a body too deep is, nothing held or stored.
+            StoreError::TooDeep { depth, limit } => ProxyError::NotJson(format!(
+                "the input nests too deep to be kept: the task would nest {depth} levels deep, the store reads at most {limit}"
+            )),
+            other => store_error(other),
+        }
+        };
+        let version = match (stored, &hold) {
+            (None, hold) => {
+                self.store
+                    .insert_with_hold(&task, hold.as_ref())
+                    .instrument(self.store_span("insert_with_hold"))
+                    .await
+                    .map_err(refused)?;
+                1
+            }
+            (Some(version), Some(hold)) => self
+                .store
+                .update_with_hold(&task, version, hold)
+                .instrument(self.store_span("update_with_hold"))
+                .await
+                .map_err(|e| match e {
+                    StoreError::Conflict => ProxyError::Conflict(format!(
+                        "task `{}` has been paid for already",
+                        task.id
+                    )),
+                    other => refused(other),
+                })?,
+            (Some(_), None) => {
+                return Err(ProxyError::Internal(
+                    "a stored task started without a hold".to_string(),
+                ))
+            }
+        };
         if let Some(h) = &hold {
             self.metrics.credits("held", h.amount);
         }
-        let stored = Stored { task, version: 1 };
+        let stored = Stored { task, version };
         let waits = fop.waits(&request, &t.front_ctx()) && fop.stream.is_none();
 
         if back_op.returns == Returns::Result && !waits {
@@ -303,13 +366,17 @@ impl Engine {
 
     /// provide_input: the input goes to the back; the task runs again.
     pub(super) async fn provide_input(
-        &self,
-        t: &Translated,
+        self: &Arc<Self>,
+        t: &Arc<Translated>,
         fop: &Op,
         request: Decoded,
         cx: &mut Cx<'_>,
     ) -> Result<Canonical<'static>, ProxyError> {
         let stored = self.load(t, &request.task_ref(), cx.identity).await?;
+        if stored.task.awaits_first_payment() {
+            // What the request brings is the payment: the task starts with its create's input.
+            return Box::pin(self.start_paid(t, fop, request, stored, cx)).await;
+        }
         // The client may have seen the request for input before interlingua did.
         let stored = self.refresh(t, stored, cx).await?;
         let task = &stored.task;
@@ -690,9 +757,12 @@ impl Engine {
             .map_err(store_error)?
         {
             // Another route's task, or another subject's, is not there for this caller.
+            // A task waiting to be paid for is no one's yet: whoever pays for it.
             Some(s)
                 if s.task.route == t.route
-                    && (subject.is_none() || s.task.subject.as_deref() == subject) =>
+                    && (subject.is_none()
+                        || s.task.subject.as_deref() == subject
+                        || s.task.awaits_first_payment()) =>
             {
                 Ok(s)
             }
@@ -1122,5 +1192,6 @@ pub(super) fn agent<'t>(t: &'t Translated, prefix: &'t str, base_url: Option<Str
         input_schema: None,
         auth: t.owned,
         streaming: t.front.ops.iter().any(|o| o.front && o.stream.is_some()),
+        x402: t.x402.is_some(),
     }
 }

@@ -256,8 +256,8 @@ impl Watcher {
     /// flight was lost with the process that made it:
     /// a synchronous back's (the task was working on it), or a create on any back whose answer
     /// never came (the task has no upstream id, so there is nothing to follow, and nothing it
-    /// could be asked about). Such a task fails, its hold released; anything else is followed
-    /// again.
+    /// could be asked about). Such a task fails, its hold released; anything else (a task
+    /// waiting to be paid for, which has no upstream id either) is followed again.
     async fn resume(&self, task: Unfinished) {
         let Some(t) = self.routes.load().get(&task.route).cloned() else {
             tracing::warn!(task = %task.id, route = %task.route, "the task's route is no longer configured");
@@ -278,7 +278,11 @@ impl Watcher {
             }
         };
         let working = matches!(task.status, Status::Pending | Status::Running);
-        let message = if t.sync_task(&stored.task) && working {
+        let message = if stored.task.awaits_first_payment() {
+            // Nothing was asked of the agent: it waits for its payment as before.
+            self.watch(&task.id, &t);
+            return;
+        } else if t.sync_task(&stored.task) && working {
             "interlingua stopped while the agent was working on the task"
         } else if !task.started {
             "interlingua stopped before the agent answered the task's create: it was never followed (the agent may have started it)"

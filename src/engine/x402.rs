@@ -3,8 +3,12 @@
 //!
 //! ```text
 //! request without a token ─ gate ─ no payment ───────────────► 402 PAYMENT-REQUIRED
+//!                                    (a create whose op keeps it `unpaid`: a task stored
+//!                                    waiting to be paid for, answered with the requirements)
 //!                                  a payment ─ offer? verify ─► create: sale opened (grant),
 //!                                                               task held as a plan's would be
+//!                                    (a request on a task waiting to be paid for: the same,
+//!                                    for that task, which then starts: `start_paid`)
 //!                                  a known sale's payment ────► the payer, for their tasks
 //! exact: settled when the create answers 2xx; the ledger captures it when the task completes,
 //!        a task that fails gives it back to the payer's balance here (released, not on chain)
@@ -42,7 +46,15 @@ pub(super) enum Admission {
     Payer(Identity),
     /// A new payment, verified: it pays for the task this request creates.
     Paid(Box<Verified>),
+    /// A create without a payment whose front keeps it as a task waiting to be paid for in
+    /// band (its op's `unpaid`): what it would have been refused with, the requirements.
+    Unpaid(Box<Refusal>),
 }
+
+/// Why a task waits for its client to pay for it in band (the A2A x402 extension): stored
+/// without a subject, credits or an upstream id until a payment names it
+/// (`Task::awaits_first_payment`).
+pub(super) const PAYMENT_REQUIRED: &str = "payment_required";
 
 fn refused(r: Box<Refusal>) -> ProxyError {
     ProxyError::PaymentRefused(r)
@@ -157,6 +169,56 @@ pub(super) fn paid_task(task: &Task) -> bool {
 }
 
 impl Engine {
+    /// Keeps a create that brought no payment as a task waiting to be paid for: stored without
+    /// a subject or credits, nothing asked of the agent; the answer carries the requirements
+    /// (`payment.required`). A later request on the task that brings a payment starts it
+    /// ([`Engine::start_paid`]); the route's `input_timeout` ends it otherwise.
+    pub(super) async fn keep_unpaid(
+        &self,
+        t: &Arc<Translated>,
+        fop: &mapping::dialect::mapping::Op,
+        request: &mapping::dialect::Decoded,
+        refusal: &Refusal,
+        cx: &mut Cx<'_>,
+    ) -> Result<mapping::dialect::Canonical<'static>, ProxyError> {
+        let mut task = self.new_task(t, fop, request, cx).await?;
+        task.reason = Some(PAYMENT_REQUIRED.to_string());
+        task.message = Some(refusal.message.clone());
+        self.store.insert(&task).await.map_err(ProxyError::Store)?;
+        if let Some(w) = self.watcher.get().and_then(std::sync::Weak::upgrade) {
+            w.watch(&task.id, t);
+        }
+        Ok(mapping::dialect::Canonical::front(task)
+            .with_payment_required(refusal.required_doc.clone()))
+    }
+
+    /// Starts a task that waited to be paid for, now that a request on it brought a payment
+    /// (verified, its payer the caller): the task takes the payer as its subject, holds what
+    /// was authorised, and runs as if created now, with the input of its create. Without a
+    /// payment (a token holder's request): 409, the task left waiting.
+    pub(super) async fn start_paid(
+        self: &Arc<Self>,
+        t: &Arc<Translated>,
+        fop: &mapping::dialect::mapping::Op,
+        request: mapping::dialect::Decoded,
+        stored: Stored,
+        cx: &mut Cx<'_>,
+    ) -> Result<mapping::dialect::Canonical<'static>, ProxyError> {
+        let Some(paid) = cx.paid else {
+            return Err(ProxyError::Conflict(format!(
+                "task `{}` waits to be paid for with x402: a token does not pay for it",
+                stored.task.id
+            )));
+        };
+        let mut task = stored.task.clone();
+        task.reason = None;
+        task.message = None;
+        task.updated_at = Utc::now();
+        tracing::debug!(task = %task.id, payer = %paid.payer, "a task waiting to be paid for is paid for");
+        self.start(t, fop, request, task, Some(stored.version), cx)
+            .await
+    }
+
     /// Opens the sale of a create's payment, before its task is stored: a payment presented
     /// twice at once opens one sale; the other create is refused and holds nothing.
     pub(super) async fn open_sale(

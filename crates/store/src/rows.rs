@@ -112,6 +112,20 @@ pub(super) fn insert(c: &Connection, r: &Row, lease: (&str, i64)) -> Result<(), 
 
 /// Replaces the row if it is still at `version`; [`StoreError::Conflict`] when it is not (or is
 /// gone).
+/// Names the subject of a task stored without one (a task paid for after it was stored), if
+/// it has none yet: the rest of the row is [`update`]'s.
+pub(super) fn claim_subject(c: &Connection, r: &Row) -> Result<(), StoreError> {
+    let n = c
+        .prepare_cached("UPDATE tasks SET subject = ?1 WHERE id = ?2 AND subject IS NULL")
+        .and_then(|mut s| s.execute(params![r.subject, r.id]))
+        .map_err(backend)?;
+    if n == 1 {
+        Ok(())
+    } else {
+        Err(StoreError::Conflict)
+    }
+}
+
 pub(super) fn update(c: &Connection, r: &Row, version: i64) -> Result<(), StoreError> {
     let n = c
         .prepare_cached(

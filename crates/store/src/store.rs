@@ -125,6 +125,16 @@ pub trait TaskStore: Send + Sync {
         version: i64,
         settlement: &Settlement,
     ) -> Result<(i64, Settled), StoreError>;
+    /// Replaces a task stored without a subject or credits (one waiting to be paid for) if it
+    /// is still at `version`, naming its subject and holding `hold` for it, in one transaction;
+    /// the new version. [`StoreError::Insufficient`] when the account cannot cover the hold,
+    /// [`StoreError::Conflict`] when the task moved or already has a subject; nothing written.
+    async fn update_with_hold(
+        &self,
+        task: &Task,
+        version: i64,
+        hold: &Hold,
+    ) -> Result<i64, StoreError>;
     /// Stores a new task, without credits.
     async fn insert(&self, task: &Task) -> Result<(), StoreError> {
         self.insert_with_hold(task, None).await
@@ -545,6 +555,32 @@ impl TaskStore for SqliteStore {
                     ledger::hold(c, row.id(), &account, h.amount)?;
                 }
                 Ok(())
+            })
+            .await
+    }
+
+    async fn update_with_hold(
+        &self,
+        task: &Task,
+        version: i64,
+        hold: &Hold,
+    ) -> Result<i64, StoreError> {
+        let row = Row::new(task)?;
+        let hold = hold.clone();
+        self.writer
+            .run(move |c| {
+                rows::claim_subject(c, &row)?;
+                rows::update(c, &row, version)?;
+                let account = Account::new(&hold.plan, &hold.subject);
+                let balance = ledger::balance(c, &account)?;
+                if balance.available() < hold.amount as i64 {
+                    return Err(StoreError::Insufficient {
+                        available: balance.available(),
+                        needed: hold.amount,
+                    });
+                }
+                ledger::hold(c, row.id(), &account, hold.amount)?;
+                Ok(version + 1)
             })
             .await
     }

@@ -142,6 +142,7 @@ both!(
     purchases_are_saved_and_replaced,
     costs_are_appended_and_read_back_by_task_in_order,
     a_payment_begins_within_its_tasks_cap_and_takes_its_outcome_once,
+    a_task_stored_unpaid_is_claimed_and_held_for_once,
     the_audit_reads_open_holds_and_unstarted_tasks,
     leases_lapse_are_taken_over_renewed_and_handed_back,
     a_duplicate_among_concurrent_creates_fails_alone,
@@ -496,6 +497,61 @@ async fn assert_ledger(
     assert_eq!((b.captured, b.held, b.available()), balance);
     assert_eq!(store.recompute(ann).await.unwrap(), b);
     assert!(store.audit().await.unwrap().drifts.is_empty());
+}
+
+async fn a_task_stored_unpaid_is_claimed_and_held_for_once(db: Db) {
+    let store = db.store().await;
+    let ann = Account::new("gold", "ann");
+    store.grant(&ann, 10, None).await.unwrap();
+    let mut task = Task::new("r", Utc::now());
+    store.insert(&task).await.unwrap();
+    task.subject = Some("ann".into());
+    task.status = Status::Running;
+    let hold = |amount| Hold {
+        plan: "gold".to_string(),
+        subject: "ann".to_string(),
+        amount,
+    };
+    // More than the account has: refused, nothing written (the task still has no subject).
+    assert_eq!(
+        store.update_with_hold(&task, 1, &hold(11)).await,
+        Err(StoreError::Insufficient {
+            available: 10,
+            needed: 11
+        })
+    );
+    let stored = store.get(&task.id).await.unwrap().unwrap();
+    assert_eq!((stored.version, stored.task.subject), (1, None));
+    // A stale version: refused.
+    assert_eq!(
+        store.update_with_hold(&task, 2, &hold(4)).await,
+        Err(StoreError::Conflict)
+    );
+    assert_eq!(store.update_with_hold(&task, 1, &hold(4)).await, Ok(2));
+    let stored = store.get(&task.id).await.unwrap().unwrap();
+    assert_eq!(stored.task, task);
+    let (found, total) = store
+        .search(&TaskQuery {
+            subject: Some("ann".into()),
+            page: 1,
+            page_size: 10,
+            ..TaskQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!((found.len(), total), (1, 1), "found by its subject");
+    // Claimed once: a second payment for it is refused, nothing held twice.
+    assert_eq!(
+        store.update_with_hold(&task, 2, &hold(4)).await,
+        Err(StoreError::Conflict)
+    );
+    assert_ledger(
+        &store,
+        &ann,
+        &[("grant", 10, 0, None), ("hold", 4, 0, None)],
+        (0, 4, 6),
+    )
+    .await;
 }
 
 async fn captures_beyond_the_hold_take_the_balance_and_note_what_it_did_not_cover(db: Db) {

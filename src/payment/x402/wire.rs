@@ -183,14 +183,33 @@ pub fn decode_payment(text: &str) -> Result<PaymentPayload, HeaderError> {
 }
 
 /// Reads a payment carried as a document (in band: an MCP call's `_meta`, an A2A message's
-/// metadata).
-pub fn payment_from_value(doc: Value) -> Result<PaymentPayload, HeaderError> {
+/// metadata). Whole numbers written as floats are read as integers: an A2A client on protobuf
+/// (a2a-sdk 1.x) carries metadata in a `Struct`, whose numbers are doubles (`300.0`).
+pub fn payment_from_value(mut doc: Value) -> Result<PaymentPayload, HeaderError> {
+    whole_numbers(&mut doc);
     let doc: PaymentPayload =
         serde_json::from_value(doc).map_err(|e| HeaderError::NotADocument(e.to_string()))?;
     if doc.x402_version != X402_VERSION {
         return Err(HeaderError::Version(doc.x402_version));
     }
     Ok(doc)
+}
+
+/// Turns every float in `v` that is a whole number (within `u64`) into an integer.
+fn whole_numbers(v: &mut Value) {
+    match v {
+        Value::Number(n) if !n.is_u64() && !n.is_i64() => {
+            if let Some(f) = n
+                .as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 1.8e19)
+            {
+                *v = Value::from(f as u64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(whole_numbers),
+        Value::Object(fields) => fields.values_mut().for_each(whole_numbers),
+        _ => {}
+    }
 }
 
 /// Reads a `PAYMENT-REQUIRED` header (an agent's, on the paying side).
@@ -233,6 +252,21 @@ mod tests {
             },
             "resource": {"url": "http://127.0.0.1:4021/run", "description": "run", "mimeType": ""}
         })
+    }
+
+    #[test]
+    fn a_payment_in_band_reads_whole_numbers_written_as_floats() {
+        let mut doc = payload();
+        doc["x402Version"] = json!(2.0);
+        doc["accepted"]["maxTimeoutSeconds"] = json!(300.0);
+        let read = payment_from_value(doc).expect("read");
+        assert_eq!(read.accepted, offer());
+        let mut half = payload();
+        half["accepted"]["maxTimeoutSeconds"] = json!(300.5);
+        assert!(
+            payment_from_value(half).is_err(),
+            "a fraction is no whole number"
+        );
     }
 
     #[test]

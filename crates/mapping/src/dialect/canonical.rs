@@ -113,8 +113,9 @@ pub fn is_known(path: &[String]) -> bool {
         "input" => rest.is_empty() || matches_list(IO, &rest),
         "error" => matches_list(ERROR, &rest),
         "availability" => matches!(rest.as_slice(), ["available"] | ["message"]),
-        // A settlement this request made (an x402 SettleResponse, whole).
-        "payment" => matches!(rest.as_slice(), ["receipt"]),
+        // A settlement this request made (an x402 SettleResponse, whole); what a task waiting
+        // to be paid for asks (an x402 PaymentRequired, whole).
+        "payment" => matches!(rest.as_slice(), ["receipt", ..] | ["required", ..]),
         "schema" | "tasks" | "steps" => true,
         "search" => matches!(
             rest.as_slice(),
@@ -146,6 +147,7 @@ pub fn is_known(path: &[String]) -> bool {
                 | ["operations"]
                 | ["auth"]
                 | ["streaming"]
+                | ["x402"]
                 | ["input_schema", ..]
         ),
         _ => false,

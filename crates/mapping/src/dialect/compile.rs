@@ -921,6 +921,7 @@ impl RuleCx<'_> {
             returns: None,
             otherwise: None,
             wait: None,
+            unpaid: None,
             failed: None,
             timeout: None,
             validate: None,
@@ -1080,6 +1081,14 @@ impl RuleCx<'_> {
             .collect();
         let when = self.expr(op.when.as_ref(), &format!("{where_}.when"), false, p);
         let wait = self.expr(op.wait.as_ref(), &format!("{where_}.wait"), false, p);
+        let unpaid = self.expr(op.unpaid.as_ref(), &format!("{where_}.unpaid"), false, p);
+        if unpaid.is_some() && kind != Operation::CreateTask {
+            p.at(
+                op.unpaid.as_ref().map(|u| u.span()),
+                format!("{where_}.unpaid"),
+                "only a create_task form keeps a create without a payment".to_string(),
+            );
+        }
         let (front, back) = match op.side.as_ref().map(|s| s.get_ref().as_str()) {
             None => (true, true),
             Some("front") => (true, false),
@@ -1146,6 +1155,7 @@ impl RuleCx<'_> {
             status,
             returns,
             wait,
+            unpaid,
             failed_as_error,
             timeout_answers_task,
             otherwise: op.otherwise.as_ref().map(|o| o.get_ref().clone()),

@@ -134,6 +134,12 @@ impl<'a> Canonical<'a> {
         self.with_root("payment", serde_json::json!({ "receipt": receipt }))
     }
 
+    /// `payment.required`: what a task waiting to be paid for asks (an x402 `PaymentRequired`),
+    /// for fronts that carry it in band.
+    pub fn with_payment_required(self, required: Value) -> Self {
+        self.with_root("payment", serde_json::json!({ "required": required }))
+    }
+
     /// `availability`: whether the agent is up.
     pub fn with_availability(self, a: &Availability) -> Self {
         self.with_root("availability", json(a))
@@ -480,6 +486,8 @@ pub struct Agent<'a> {
     pub input_schema: Option<Value>,
     pub auth: bool,
     pub streaming: bool,
+    /// The route takes x402 payments (a card declares the payment extension).
+    pub x402: bool,
 }
 
 /// A page of a search's results: `total` found, page `page` (from 1) of `page_size`.

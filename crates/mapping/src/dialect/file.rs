@@ -230,6 +230,11 @@ pub struct OperationSection {
     /// Front: an expression over the request deciding per request whether to answer with the
     /// result (truthy) or at once; overrides `returns` (A2A's `returnImmediately`).
     pub wait: Option<Spanned<String>>,
+    /// Front, create_task: an expression over the request deciding whether a create that brings
+    /// no payment, on a route that takes x402, is kept as a task waiting to be paid for
+    /// (answered as that task, `payment.required` set) rather than refused with 402: a payment
+    /// carried in band by a later request on the task (the A2A x402 extension).
+    pub unpaid: Option<Spanned<String>>,
     /// Front: `"error"` answers a task that failed with the dialect's error (502, the agent's
     /// words as the message) instead of the task; default `"task"`.
     pub failed: Option<Spanned<String>>,

@@ -67,6 +67,14 @@ pub struct Refusal {
 }
 
 impl Op {
+    /// Whether a create that brings no payment, on a route that takes x402, is kept as a task
+    /// waiting to be paid for in band, rather than refused with 402.
+    pub fn keeps_unpaid(&self, request: &dyn super::Doc, ctx: &super::Context<'_>) -> bool {
+        self.unpaid
+            .as_ref()
+            .is_some_and(|u| super::holds(u, request, ctx))
+    }
+
     /// Whether this request is answered with the result (when the task settles) rather than at
     /// once.
     pub fn waits(&self, request: &dyn super::Doc, ctx: &super::Context<'_>) -> bool {
@@ -321,6 +329,9 @@ pub struct Op {
     pub returns: Returns,
     /// Decides `returns` per request, when given.
     pub wait: Option<Expr>,
+    /// Front, create_task: decides per request whether a create without a payment is kept as
+    /// a task waiting to be paid for (see [`Op::keeps_unpaid`]).
+    pub unpaid: Option<Expr>,
     /// A failed task is answered as an error.
     pub failed_as_error: bool,
     /// Front: at `sync_timeout`, answer the task as it is rather than 504.

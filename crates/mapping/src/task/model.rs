@@ -368,7 +368,21 @@ impl Task {
     pub fn waits_on_client(&self) -> bool {
         self.status == Status::AwaitingInput
             || (self.status == Status::Pending
-                && self.reason.as_deref() == Some("awaiting_payment"))
+                && matches!(
+                    self.reason.as_deref(),
+                    Some("awaiting_payment" | "payment_required")
+                ))
+    }
+
+    /// Whether the task waits for its client to pay for it before anything is asked of the
+    /// agent (a create a front kept unpaid, to be paid for in band): pending, `payment_required`,
+    /// with no subject and no upstream id yet. (`awaiting_payment` is a task whose own purchase
+    /// from its agent is not locked yet.)
+    pub fn awaits_first_payment(&self) -> bool {
+        self.status == Status::Pending
+            && self.reason.as_deref() == Some("payment_required")
+            && self.subject.is_none()
+            && self.upstream_id.is_none()
     }
 
     /// A new pending task with a fresh id: a UUID v7 (RFC 9562), its first 48 bits `now` in

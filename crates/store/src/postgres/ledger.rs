@@ -114,6 +114,45 @@ pub(super) async fn grant(
     balance(c, a, false).await
 }
 
+/// Holds `amount` for a task stored without credits (one paid for after it was stored): the
+/// account's row locked, its balance checked, then the hold's rows, as `rows::with_hold` writes
+/// them for a new task. [`StoreError::Insufficient`] when the account cannot cover it.
+pub(super) async fn hold(
+    c: &impl GenericClient,
+    task: &str,
+    a: &Account,
+    amount: u64,
+) -> Result<(), Fail> {
+    let b = balance(c, a, true).await?;
+    let amount = amount as i64;
+    if b.available() < amount {
+        return Err(StoreError::Insufficient {
+            available: b.available(),
+            needed: amount.unsigned_abs(),
+        }
+        .into());
+    }
+    let entry = Planned {
+        kind: "hold",
+        amount,
+        from_hold: 0,
+        step: None,
+        note: None,
+    };
+    if !row(c, a, Some(task), &entry).await? {
+        return Ok(());
+    }
+    let stmt = c
+        .prepare_cached(
+            "INSERT INTO holds (task_id, plan, subject, amount, remaining, open)
+             VALUES ($1, $2, $3, $4, $4, true)",
+        )
+        .await?;
+    c.execute(&stmt, &[&task, &a.plan, &a.subject, &amount])
+        .await?;
+    adjust(c, a, 0, 0, amount).await
+}
+
 /// The plan of the account a task's hold was taken from, if it holds credits.
 pub(super) async fn plan_of_hold(
     c: &impl GenericClient,

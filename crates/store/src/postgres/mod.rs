@@ -303,6 +303,22 @@ impl PgStore {
         Ok(())
     }
 
+    /// Names a task's subject, replaces it and holds for it, in one transaction.
+    async fn update_with_hold_once(
+        &self,
+        row: &Row,
+        version: i64,
+        hold: &Hold,
+    ) -> Result<i64, Fail> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        rows::update_claiming(&tx, row, version).await?;
+        let account = Account::new(&hold.plan, &hold.subject);
+        ledger::hold(&tx, &row.id, &account, hold.amount).await?;
+        tx.commit().await?;
+        Ok(version + 1)
+    }
+
     /// Records a payment about to leave within its task's cap, in one transaction.
     async fn begin_cost_once(&self, cost: &Cost, cap: u64) -> Result<i64, Fail> {
         let mut client = self.client().await?;
@@ -399,6 +415,16 @@ impl TaskStore for PgStore {
             Written::Done(_) => Ok(()),
             Written::Conflict => Err(StoreError::Conflict),
         }
+    }
+
+    async fn update_with_hold(
+        &self,
+        task: &Task,
+        version: i64,
+        hold: &Hold,
+    ) -> Result<i64, StoreError> {
+        let row = Row::new(task)?;
+        attempt!(self.update_with_hold_once(&row, version, hold))
     }
 
     async fn get(&self, id: &str) -> Result<Option<Stored>, StoreError> {

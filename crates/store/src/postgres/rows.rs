@@ -122,6 +122,22 @@ pub(super) fn update_params<'a>(r: &'a Row, version: &'a i64) -> [&'a (dyn ToSql
     ]
 }
 
+/// Replaces the row of a task stored without a subject if it is still at `version`, naming its
+/// subject; [`StoreError::Conflict`] when it moved or has a subject.
+pub(super) async fn update_claiming(
+    c: &impl GenericClient,
+    r: &Row,
+    version: i64,
+) -> Result<(), Fail> {
+    let claim = c
+        .prepare_cached("UPDATE tasks SET subject = $1 WHERE id = $2 AND subject IS NULL")
+        .await?;
+    if c.execute(&claim, &[&r.subject, &r.id]).await? != 1 {
+        return Err(StoreError::Conflict.into());
+    }
+    update(c, r, version).await
+}
+
 /// Replaces the row if it is still at `version`; [`StoreError::Conflict`] when it is not (or is
 /// gone).
 async fn update(c: &impl GenericClient, r: &Row, version: i64) -> Result<(), Fail> {
