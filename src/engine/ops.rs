@@ -33,6 +33,22 @@ pub(super) fn store_error(e: StoreError) -> ProxyError {
     ProxyError::Store(e)
 }
 
+/// Why a create's task could not be stored with its hold, as the caller is told.
+fn not_stored(e: StoreError) -> ProxyError {
+    match e {
+        StoreError::Insufficient { available, needed } => ProxyError::PaymentRequired {
+            available,
+            price: needed,
+        },
+        // The route's max_json_depth let the body through, but the mapping put its input
+        // deeper than that: refused as a body too deep is, nothing held or stored.
+        StoreError::TooDeep { depth, limit } => ProxyError::NotJson(format!(
+            "the input nests too deep to be kept: the task would nest {depth} levels deep, the store reads at most {limit}"
+        )),
+        other => store_error(other),
+    }
+}
+
 /// What a create holds, and where its task is: new (`stored` none), or stored already at that
 /// version, waiting to be paid for.
 pub(super) struct Held {
@@ -162,27 +178,13 @@ impl Engine {
         cx: &mut Cx<'_>,
     ) -> Result<Canonical<'static>, ProxyError> {
         let Held { hold, stored } = held;
-        let refused = |e| {
-            match e {
-            StoreError::Insufficient { available, needed } => ProxyError::PaymentRequired {
-                available,
-                price: needed,
-            },
-            // The route's max_json_depth let the body through, but the mapping put its
-            // input deeper than that: refused as a body too deep is, nothing held or stored.
-            StoreError::TooDeep { depth, limit } => ProxyError::NotJson(format!(
-                "the input nests too deep to be kept: the task would nest {depth} levels deep, the store reads at most {limit}"
-            )),
-            other => store_error(other),
-        }
-        };
         let version = match (stored, &hold) {
             (None, hold) => {
                 self.store
                     .insert_with_hold(&task, hold.as_ref())
                     .instrument(self.store_span("insert_with_hold"))
                     .await
-                    .map_err(refused)?;
+                    .map_err(not_stored)?;
                 1
             }
             (Some(version), Some(hold)) => self
@@ -195,7 +197,7 @@ impl Engine {
                         "task `{}` has been paid for already",
                         task.id
                     )),
-                    other => refused(other),
+                    other => not_stored(other),
                 })?,
             (Some(_), None) => {
                 return Err(ProxyError::Internal(
