@@ -47,6 +47,18 @@ const PAYS: Policy = Policy {
     max_per_task: 2 * PRICE,
 };
 
+/// Outside the policy: one job costs more than a call may.
+const CAPPED: Policy = Policy {
+    max_per_call: PRICE - 1,
+    ..PAYS
+};
+
+/// Outside the policy: the agent's network is not the one allowed.
+const ELSEWHERE: Policy = Policy {
+    networks: "eip155:8453",
+    ..PAYS
+};
+
 /// The chain, the SDK's facilitator, the paid agent (paid to `pay_to`), and interlingua with
 /// each route of `routes` (name, prefix, front, policy) over the agent.
 struct Stack {
@@ -75,12 +87,36 @@ fn wallet(chain: &Chain) -> Account {
     wallet
 }
 
+/// The agent a stack puts behind interlingua: the MIP-003 agent paid by HTTP 402, or the A2A
+/// agent paid in band.
+#[derive(Clone, Copy, PartialEq)]
+enum Paid {
+    By402,
+    InBand,
+}
+
 async fn stack(routes: &'static [(&'static str, &'static str, &'static str, Policy)]) -> Stack {
+    stack_over(Paid::By402, routes).await
+}
+
+async fn stack_over(
+    paid: Paid,
+    routes: &'static [(&'static str, &'static str, &'static str, Policy)],
+) -> Stack {
     let s = tokio::task::spawn_blocking(move || {
         let chain = Chain::start();
         let facilitator = Facilitator::start(&chain, None);
         let pay_to = chain.new_account();
-        let agent = PaidAgent::start(&chain, &facilitator, PRICE, &pay_to.address);
+        let (agent, back) = match paid {
+            Paid::By402 => (
+                PaidAgent::start(&chain, &facilitator, PRICE, &pay_to.address),
+                "mip003",
+            ),
+            Paid::InBand => (
+                PaidAgent::in_band(&chain, &facilitator, PRICE, &pay_to.address),
+                "a2a",
+            ),
+        };
         let wallet = wallet(&chain);
         chain.mint(&wallet.address, FUNDS);
         if routes.iter().any(|r| r.3.key_env == EMPTY_WALLET_ENV) {
@@ -105,7 +141,7 @@ async fn stack(routes: &'static [(&'static str, &'static str, &'static str, Poli
                 policy.max_per_call,
                 policy.max_per_task
             );
-            text.push_str(&paid_route(name, prefix, "agent", front, "mip003", &pay));
+            text.push_str(&paid_route(name, prefix, "agent", front, back, &pay));
         }
         let proxy = Proxy::start(&paid_config(&text));
         (proxy, wallet, pay_to, agent, facilitator, chain)
@@ -264,6 +300,25 @@ async fn completed(s: &Stack, front: &str, prefix: &str, subject: &str, task: &s
     .await
 }
 
+/// The front's create of a task for `subject`, followed until it completes with "HELLO".
+async fn runs_to_hello(s: &Stack, front: &str, prefix: &str, subject: &str) {
+    let (status, body) = create(s, front, prefix, subject).await;
+    let (created, task) = match front {
+        "mip003" => (200, body["job_id"].as_str()),
+        "a2a" => (200, body["result"]["id"].as_str()),
+        _ => (201, body["task"]["task_id"].as_str()),
+    };
+    assert_eq!(status, created, "{front}: {body}");
+    let task = task.expect("the task's id").to_string();
+    let done = completed(s, front, prefix, subject, &task).await;
+    let result = match front {
+        "mip003" => &done["result"],
+        "a2a" => &done["result"]["artifacts"][0]["parts"][0]["text"],
+        _ => &done["task"]["output"],
+    };
+    assert_eq!(result, "HELLO", "{done}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interlingua_pays_the_agent_per_job_from_its_wallet_through_each_front() {
     static ROUTES: [(&str, &str, &str, Policy); 3] = [
@@ -277,23 +332,7 @@ async fn interlingua_pays_the_agent_per_job_from_its_wallet_through_each_front()
         let subject = format!("payer-{front}");
         s.admin.grant(&subject, 10).await;
         let before = s.balances();
-        let (status, body) = create(&s, front, prefix, &subject).await;
-        let (created, task) = match *front {
-            "mip003" => (200, body["job_id"].as_str()),
-            "a2a" => (200, body["result"]["id"].as_str()),
-            _ => (201, body["task"]["task_id"].as_str()),
-        };
-        assert_eq!(status, created, "{front}: {body}");
-        let task = task.expect("the task's id").to_string();
-        let done = completed(&s, front, prefix, &subject, &task).await;
-        match *front {
-            "mip003" => assert_eq!(done["result"], "HELLO", "{done}"),
-            "a2a" => assert_eq!(
-                done["result"]["artifacts"][0]["parts"][0]["text"], "HELLO",
-                "{done}"
-            ),
-            _ => assert_eq!(done["task"]["output"], "HELLO", "{done}"),
-        }
+        runs_to_hello(&s, front, prefix, &subject).await;
 
         // The agent ran the job once, paid by interlingua's wallet; the chain moved the price.
         jobs += 1;
@@ -380,24 +419,8 @@ async fn interlingua_pays_the_agent_per_job_from_its_wallet_through_each_front()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn offers_outside_the_policy_are_never_signed_and_fail_the_task_for_payment() {
     static ROUTES: [(&str, &str, &str, Policy); 2] = [
-        (
-            "cap",
-            "/cap",
-            "mip003",
-            Policy {
-                max_per_call: PRICE - 1,
-                ..PAYS
-            },
-        ),
-        (
-            "net",
-            "/net",
-            "nevermined",
-            Policy {
-                networks: "eip155:8453",
-                ..PAYS
-            },
-        ),
+        ("cap", "/cap", "mip003", CAPPED),
+        ("net", "/net", "nevermined", ELSEWHERE),
     ];
     let s = Arc::new(stack(&ROUTES).await);
     let before = s.balances();
@@ -502,4 +525,225 @@ async fn a_payment_the_agent_refuses_is_not_made_twice_and_fails_the_task_for_pa
     assert_eq!(s.facilitator.calls(), ["/verify"]);
     assert_eq!(s.agent.jobs(), Vec::<Value>::new());
     assert_eq!(s.balances(), before);
+}
+
+/// An MCP client's call of route `tool` for `subject`, blocking until the task ends: the
+/// result's text.
+async fn mcp_call(s: &Stack, prefix: &str, tool: &str, subject: &str) -> String {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": tool, "arguments": {"text": "hello"}}});
+    let resp = client()
+        .post(s.proxy.url(prefix))
+        .bearer_auth(token(subject))
+        .header("accept", "application/json, text/event-stream")
+        .json(&body)
+        .send()
+        .await
+        .expect("the call is answered");
+    assert_eq!(resp.status(), 200);
+    let raw = resp.text().await.expect("a body");
+    // JSON, or events whose last is the result.
+    let last = raw
+        .split("\n\n")
+        .filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data: ")))
+        .last()
+        .unwrap_or(&raw)
+        .to_string();
+    let answer: Value = serde_json::from_str(&last).expect("a JSON-RPC answer");
+    assert_eq!(answer["result"]["isError"], false, "{raw}");
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .expect("a text result")
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interlingua_pays_an_a2a_agent_that_asks_in_band_through_each_front() {
+    static ROUTES: [(&str, &str, &str, Policy); 4] = [
+        ("mip", "/mip", "mip003", PAYS),
+        ("nv", "/nv", "nevermined", PAYS),
+        ("a2a", "/a2a", "a2a", PAYS),
+        ("upper", "/mcp", "mcp", PAYS),
+    ];
+    let s = Arc::new(stack_over(Paid::InBand, &ROUTES).await);
+    let mut jobs = 0;
+    for (route, prefix, front, _) in &ROUTES {
+        let subject = format!("payer-{front}");
+        s.admin.grant(&subject, 10).await;
+        let before = s.balances();
+        if *front == "mcp" {
+            assert_eq!(mcp_call(&s, prefix, route, &subject).await, "HELLO");
+        } else {
+            runs_to_hello(&s, front, prefix, &subject).await;
+        }
+
+        // The agent was asked with the extension activated, paid by interlingua's wallet, once;
+        // the chain moved the price.
+        jobs += 1;
+        let paid = s.agent.jobs();
+        assert_eq!(paid.len(), jobs, "{paid:?}");
+        let job = &paid[jobs - 1];
+        assert_eq!(job["text"], "hello", "{job}");
+        assert_eq!(
+            job["extensions"],
+            json!(["https://github.com/google-agentic-commerce/a2a-x402/blob/main/spec/v0.2"]),
+            "{job}"
+        );
+        let payer = job["payer"].as_str().expect("a payer");
+        assert!(payer.eq_ignore_ascii_case(&s.wallet.address), "{payer}");
+        assert_eq!(
+            s.balances(),
+            (before.0 - PRICE, before.1 + PRICE),
+            "{front}: the wallet paid the price, once, to the agent"
+        );
+
+        // The cost ledger: one row, paid, with the transaction of the receipt the agent's final
+        // message carried; the demand and the receipt as the agent's metadata had them.
+        let stored = s.task_of(&subject, |t| t["status"] == "completed").await;
+        let task = stored["id"].as_str().expect("an id").to_string();
+        let costs = eventually("the receipt recorded", || {
+            let (s, task) = (s.clone(), task.clone());
+            async move {
+                let costs = s.costs(&task).await;
+                match costs.first() {
+                    Some(row) if row["state"] != "sending" => Ok(costs),
+                    _ => Err(format!("{costs:?}")),
+                }
+            }
+        })
+        .await;
+        assert_eq!(costs.len(), 1, "{front}: {costs:?}");
+        let row = &costs[0];
+        let tx = row["transaction"].as_str().expect("a transaction");
+        assert_eq!(
+            row,
+            &json!({
+                "task_id": task, "route": route, "at": row["at"], "rail": "x402",
+                "state": "paid", "scheme": "exact", "network": NETWORK, "asset": s.chain.token(),
+                "pay_to": s.pay_to.address, "amount": PRICE as u64, "payer": row["payer"],
+                "transaction": tx, "required": row["required"], "response": row["response"],
+            }),
+            "{front}"
+        );
+        let receipt = {
+            let (s, tx) = (s.clone(), tx.to_string());
+            blocking(move || s.chain.receipt(&tx)).await
+        };
+        assert_eq!(receipt["status"], "0x1", "{receipt}");
+        let required: Value =
+            serde_json::from_str(row["required"].as_str().expect("the demand")).expect("JSON");
+        assert_eq!(
+            (&required["x402Version"], &required["accepts"][0]["amount"]),
+            (&json!(2), &json!(PRICE.to_string())),
+            "{required}"
+        );
+        let response: Value =
+            serde_json::from_str(row["response"].as_str().expect("the receipt")).expect("JSON");
+        assert_eq!(
+            (&response["success"], &response["transaction"]),
+            (&json!(true), &json!(tx))
+        );
+
+        // The client paid the route's price in credits, whatever the agent cost.
+        s.admin.charged(&subject, 10, 1).await;
+    }
+    let calls = s.facilitator.calls();
+    assert_eq!(
+        calls,
+        ["/verify", "/settle"].repeat(ROUTES.len()),
+        "one verification and one settlement per task"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_in_band_demand_outside_the_policy_or_refused_by_the_agent_fails_the_task_for_payment() {
+    static ROUTES: [(&str, &str, &str, Policy); 3] = [
+        ("cap", "/cap", "mip003", CAPPED),
+        ("net", "/net", "a2a", ELSEWHERE),
+        (
+            "empty",
+            "/empty",
+            "nevermined",
+            Policy {
+                key_env: EMPTY_WALLET_ENV,
+                ..PAYS
+            },
+        ),
+    ];
+    let s = Arc::new(stack_over(Paid::InBand, &ROUTES).await);
+    let before = s.balances();
+    let outside = "the agent's offer is outside the route's policy";
+    let cases = [
+        (
+            "cap",
+            "/cap",
+            "mip003",
+            "refused",
+            format!(
+                "{outside}: amount {PRICE} is above max_per_call ({})",
+                PRICE - 1
+            ),
+        ),
+        (
+            "net",
+            "/net",
+            "a2a",
+            "refused",
+            format!("{outside}: network `{NETWORK}` is not among payment.pay.x402.networks"),
+        ),
+        (
+            "empty",
+            "/empty",
+            "nevermined",
+            "failed",
+            "the agent asked to be paid again after the payment was sent: invalid_exact_evm_insufficient_balance".to_string(),
+        ),
+    ];
+    for (route, prefix, front, state, why) in cases {
+        let subject = format!("refused-{route}");
+        s.admin.grant(&subject, 10).await;
+        let (status, body) = create(&s, front, prefix, &subject).await;
+        // The agent asks in its create's answer, or in a poll's just after: the create fails
+        // (the agent, not the client, is the problem: 502 naming why), or the task does.
+        let created = match front {
+            "nevermined" => 201,
+            _ => 200,
+        };
+        assert!(
+            status == created || status == 502,
+            "{front}: {status} {body}"
+        );
+        if status == 502 {
+            assert!(
+                body.to_string()
+                    .contains(&format!("the agent's payment was not made: {why}")),
+                "{front}: {body}"
+            );
+        }
+        let (id, costs) = s.failed_for_payment(&subject, &why).await;
+        assert_eq!(costs.len(), 1, "{front}: {costs:?}");
+        let row = &costs[0];
+        let mut expected = json!({
+            "task_id": id, "route": route, "at": row["at"], "rail": "x402", "state": state,
+            "scheme": "exact", "network": NETWORK, "asset": s.chain.token(),
+            "pay_to": s.pay_to.address, "amount": PRICE as u64, "detail": why,
+            "required": row["required"],
+        });
+        if state == "failed" {
+            // Signed (by the empty wallet) and sent once; the agent asked again.
+            expected["payer"] = row["payer"].clone();
+        }
+        assert_eq!(row, &expected, "{front}");
+        // The client's hold went back: nothing charged.
+        s.admin.charged(&subject, 10, 0).await;
+    }
+    // Only the empty wallet's payment was signed: verified once, never settled. The agent ran
+    // nothing, and nothing moved on chain.
+    assert_eq!(s.facilitator.calls(), ["/verify"]);
+    assert_eq!(s.agent.jobs(), Vec::<Value>::new());
+    let after = {
+        let s = s.clone();
+        blocking(move || s.balances()).await
+    };
+    assert_eq!(after, before);
 }

@@ -195,11 +195,22 @@ pub async fn verify(
         .into_iter()
         .filter_map(|s| unsettled(s, now))
         .collect();
-    let costs: Vec<CostProblem> = store
-        .costs_sending()
-        .await?
+    let mut overdue = Vec::new();
+    for c in store.costs_sending().await? {
+        if !past(c.at, SENDING_TIME, now) {
+            continue;
+        }
+        // Sent in band, its receipt comes with the task's end: not overdue while it runs.
+        if c.detail.as_deref() == Some(store::costs::AWAITS_RECEIPT) {
+            let ended = store.get(&c.task_id).await?;
+            if ended.is_some_and(|s| !s.task.status.is_terminal()) {
+                continue;
+            }
+        }
+        overdue.push(c);
+    }
+    let costs: Vec<CostProblem> = overdue
         .into_iter()
-        .filter(|c| past(c.at, SENDING_TIME, now))
         .map(|c| CostProblem {
             task_id: c.task_id,
             route: c.route,
@@ -349,6 +360,26 @@ mod tests {
             .map(|c| (c.task_id.as_str(), c.amount, c.problem))
             .collect();
         assert_eq!(listed, [("t", Some(7), "outcome_unknown")]);
+
+        // One sent in band awaits its receipt while its task runs, however long; once the task
+        // has ended without it, it is listed.
+        let mut task = Task::new("r", start);
+        task.upstream_id = Some("up".to_string());
+        store.insert(&task).await.unwrap();
+        let in_band = store::Cost {
+            task_id: task.id.clone(),
+            detail: Some(store::costs::AWAITS_RECEIPT.to_string()),
+            ..cost
+        };
+        store.begin_cost(&in_band, 10).await.unwrap();
+        let tasks =
+            |r: &Report| -> Vec<String> { r.costs.iter().map(|c| c.task_id.clone()).collect() };
+        let running = verify(&store, &rules(), at(10 * limit)).await.unwrap();
+        assert_eq!(tasks(&running), ["t"]);
+        task.status = mapping::task::Status::Failed;
+        store.update(&task, 1).await.unwrap();
+        let ended = verify(&store, &rules(), at(10 * limit)).await.unwrap();
+        assert_eq!(tasks(&ended), ["t".to_string(), task.id.clone()]);
     }
 
     #[tokio::test]

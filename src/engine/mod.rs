@@ -60,6 +60,11 @@ use mapping::dialect::{self, Canonical, CodecError, Context, Decoded, Doc, Mappi
 use mapping::task::{Operation, Task};
 use store::TaskStore;
 
+/// The back variable interlingua sets, on a route with `payment.pay.x402`, to its paying
+/// address (a mapping that declares it can tell an agent it pays in band); a route's own value
+/// is replaced.
+pub const X402_PAYER_VAR: &str = "x402_payer";
+
 /// A translated route, ready to run.
 pub struct Translated {
     pub route: String,
@@ -102,10 +107,24 @@ impl Translated {
             }
             v
         };
+        let x402_pay = route.x402_pay.as_ref().and_then(|c| {
+            crate::payment::x402::pay::Policy::new(c)
+                .inspect_err(|e| {
+                    // The config's check takes the keys this refuses: not reached.
+                    tracing::error!(route = %route.name, "payment.pay.x402: {e}");
+                })
+                .ok()
+                .map(Arc::new)
+        });
+        let mut back_vars = vars(&back);
+        // A back that can carry a payment in band is told who pays (a2a.toml's var.x402_payer).
+        if let (Some(policy), Some(payer)) = (&x402_pay, back_vars.get_mut(X402_PAYER_VAR)) {
+            *payer = Value::String(policy.payer());
+        }
         Translated {
             route: route.name.clone(),
             front_vars: vars(&front),
-            back_vars: vars(&back),
+            back_vars,
             front,
             back,
             settings: route.translation.clone(),
@@ -116,15 +135,7 @@ impl Translated {
             access: route.access.clone(),
             payment: route.payment.clone(),
             x402: route.x402.clone(),
-            x402_pay: route.x402_pay.as_ref().and_then(|c| {
-                crate::payment::x402::pay::Policy::new(c)
-                    .inspect_err(|e| {
-                        // The config's check takes the keys this refuses: not reached.
-                        tracing::error!(route = %route.name, "payment.pay.x402: {e}");
-                    })
-                    .ok()
-                    .map(Arc::new)
-            }),
+            x402_pay,
             seal_key,
         }
     }

@@ -239,9 +239,13 @@ impl Engine {
         }
 
         let back_doc = Canonical::back(&stored.task);
-        let answer = self
+        let answer = match self
             .call_back(t, Operation::CreateTask, &back_doc, cx)
-            .await;
+            .await
+        {
+            Ok(a) => self.in_band(t, &stored.task, a, cx).await,
+            Err(e) => Err(e),
+        };
         let answer = match answer {
             Ok(a) => a,
             Err(e) => {
@@ -428,6 +432,7 @@ impl Engine {
         let answer = self
             .call_back(t, Operation::ProvideInput, &back_doc, cx)
             .await?;
+        let answer = self.in_band(t, &stored.task, answer, cx).await?;
         // What the back said in answer (a synchronous back: its next state), else running
         // again, as far as interlingua knows; the next poll of the back says more.
         drop(back_doc);
@@ -845,7 +850,10 @@ impl Engine {
         }
         let started = tokio::time::Instant::now();
         let back_doc = Canonical::back(&stored.task);
-        let answer = self.call_back(t, Operation::GetTask, &back_doc, cx).await;
+        let answer = match self.call_back(t, Operation::GetTask, &back_doc, cx).await {
+            Ok(a) => self.in_band(t, &stored.task, a, cx).await,
+            Err(e) => Err(e),
+        };
         drop(back_doc);
         let patch = match answer {
             Ok(answer) => {

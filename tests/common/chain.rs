@@ -398,6 +398,32 @@ pub struct PaidAgent {
 impl PaidAgent {
     /// Starts it on a free port, verifying and settling through `facilitator` (with its auth).
     pub fn start(chain: &Chain, facilitator: &Facilitator, price: u128, pay_to: &str) -> PaidAgent {
+        PaidAgent::serve("x402_agent.py", chain, facilitator, price, pay_to)
+    }
+
+    /// An A2A agent paid in band instead (the A2A x402 extension: `tests/peers/x402_a2a_agent.py`,
+    /// a2a-sdk's server asking in an input-required task, taking the payment from the next
+    /// message), its card at `/.well-known/agent-card.json`.
+    pub fn in_band(
+        chain: &Chain,
+        facilitator: &Facilitator,
+        price: u128,
+        pay_to: &str,
+    ) -> PaidAgent {
+        assert!(
+            facilitator.auth.is_none(),
+            "the A2A agent calls its facilitator without auth"
+        );
+        PaidAgent::serve("x402_a2a_agent.py", chain, facilitator, price, pay_to)
+    }
+
+    fn serve(
+        script: &str,
+        chain: &Chain,
+        facilitator: &Facilitator,
+        price: u128,
+        pay_to: &str,
+    ) -> PaidAgent {
         let (url, price_text) = (facilitator.url(), price.to_string());
         let mut args = vec![
             "--facilitator",
@@ -419,7 +445,7 @@ impl PaidAgent {
             args.extend(["--facilitator-auth", auth]);
         }
         PaidAgent {
-            peer: Peer::start(&chain.python, "x402_agent.py", &args, &[]),
+            peer: Peer::start(&chain.python, script, &args, &[]),
             price,
             pay_to: pay_to.to_string(),
         }
@@ -439,7 +465,8 @@ impl PaidAgent {
     }
 
     /// Every job it started, in order: `{"job_id", "identifier_from_purchaser", "input_data",
-    /// "payer"}`.
+    /// "payer"}` (the A2A agent: every task paid for, `{"task_id", "text", "payer",
+    /// "extensions"}`).
     pub fn jobs(&self) -> Vec<Value> {
         let (status, body) = http(self.peer.port, "GET", "/_jobs", None).expect("/_jobs");
         assert_eq!(status, 200, "/_jobs: {body}");

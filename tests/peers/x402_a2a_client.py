@@ -30,27 +30,13 @@ from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest, TaskState
 from google.protobuf.json_format import MessageToDict
 from x402.schemas.helpers import parse_payment_required
+from a2a_x402 import EXTENSION, metadata_of
 from x402_wallet import paying_client
-
-EXTENSION = "https://github.com/google-agentic-commerce/a2a-x402/blob/main/spec/v0.2"
-
-
-def integral(value):
-    """Protobuf's Struct keeps numbers as doubles: 2.0 back to 2."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: integral(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [integral(v) for v in value]
-    return value
 
 
 def seen(task):
     status = task.status
-    metadata = {}
-    if status.HasField("message") and status.message.HasField("metadata"):
-        metadata = integral(MessageToDict(status.message.metadata))
+    metadata = metadata_of(status.message if status.HasField("message") else None)
     text = "".join(p.text for a in task.artifacts for p in a.parts if p.HasField("text"))
     return {"state": TaskState.Name(status.state), "metadata": metadata, "artifact_text": text or None}
 

@@ -6,8 +6,9 @@
 //! operator sees the margin per task. A payment signed is written `sending` before it leaves,
 //! within the task's cap in the same transaction (so that two instances paying for one task at
 //! once cannot both pass it), and takes its outcome once the agent answers; a stop in between
-//! leaves it `sending`, counted against the cap, for the operator. A row that has its outcome
-//! is never changed again.
+//! leaves it `sending`, counted against the cap, for the operator. A payment made in band (an
+//! A2A agent's, whose receipt comes with its task's final message) stays `sending`, saying so
+//! ([`AWAITS_RECEIPT`]), until then. A row that has its outcome is never changed again.
 
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection};
@@ -15,6 +16,11 @@ use serde::{Deserialize, Serialize};
 
 use super::store::{backend, StoreError};
 use mapping::task::time::format_rfc3339_offset;
+
+/// The detail of a payment `sending` in band: the agent took the message that carried it, and
+/// says what came of it with its task's end. Not an outcome unknown while the task runs.
+pub const AWAITS_RECEIPT: &str =
+    "sent in band: the agent's receipt comes with its task's final message";
 
 /// What came of a payment an agent asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -220,6 +226,21 @@ pub(crate) fn finish_sql(p: char) -> String {
     )
 }
 
+/// [`finish_sql`] for the oldest payment of a task sent in band and awaiting its receipt (`{p}1`:
+/// the task; `{p}7`: [`AWAITS_RECEIPT`]): its outcome comes later than the answer to the call
+/// that carried it (an A2A agent's receipt comes with the task's final message). `amount`
+/// replaces the signed amount only when it is less (an `upto` settles what was owed); NULL
+/// keeps it.
+pub(crate) fn finish_of_task_sql(p: char) -> String {
+    format!(
+        "UPDATE costs SET state = {p}2,
+         amount = CASE WHEN CAST({p}3 AS BIGINT) <= amount THEN CAST({p}3 AS BIGINT) ELSE amount END,
+         transaction_hash = {p}4, detail = {p}5, response = {p}6
+         WHERE seq = (SELECT MIN(seq) FROM costs
+                      WHERE task_id = {p}1 AND state = 'sending' AND detail = {p}7)"
+    )
+}
+
 /// Records `cost`, a payment about to leave (`sending`), if the task's signed payments and its
 /// amount stay within `cap`; its row's number.
 pub(super) fn begin(c: &Connection, cost: &Cost, cap: u64) -> Result<i64, StoreError> {
@@ -255,6 +276,30 @@ pub(super) fn finish(c: &Connection, seq: i64, cost: &Cost) -> Result<(), StoreE
         )));
     }
     Ok(())
+}
+
+/// Records what came of task `task_id`'s oldest payment awaiting its receipt (see
+/// [`finish_of_task_sql`]); whether there was one.
+pub(super) fn finish_of_task(
+    c: &Connection,
+    task_id: &str,
+    cost: &Cost,
+) -> Result<bool, StoreError> {
+    let amount = amount_column(cost)?;
+    c.prepare_cached(&finish_of_task_sql('?'))
+        .and_then(|mut st| {
+            st.execute(params![
+                task_id,
+                cost.state.name(),
+                amount,
+                cost.transaction,
+                cost.detail,
+                cost.response,
+                AWAITS_RECEIPT
+            ])
+        })
+        .map(|n| n > 0)
+        .map_err(backend)
 }
 
 /// The costs of a task, in the order written.

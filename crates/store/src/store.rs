@@ -192,6 +192,11 @@ pub trait TaskStore: Send + Sync {
     /// Records what came of the payment begun as row `seq`: `cost`'s state, amount,
     /// transaction, detail and the agent's receipt.
     async fn finish_cost(&self, seq: i64, cost: &Cost) -> Result<(), StoreError>;
+    /// Records what came of task `task_id`'s oldest payment sent in band and awaiting its
+    /// receipt (`sending`, detail [`crate::costs::AWAITS_RECEIPT`]): `cost`'s state,
+    /// transaction, detail and receipt, and its amount when less than the amount signed.
+    /// Whether there was one.
+    async fn finish_task_cost(&self, task_id: &str, cost: &Cost) -> Result<bool, StoreError>;
     /// A task's costs, in the order written.
     async fn costs(&self, task_id: &str) -> Result<Vec<Cost>, StoreError>;
     /// The payments to agents still `sending` (on their way, or cut short by a stop), in the
@@ -725,6 +730,13 @@ impl TaskStore for SqliteStore {
         let cost = cost.clone();
         self.writer
             .run(move |c| super::costs::finish(c, seq, &cost))
+            .await
+    }
+
+    async fn finish_task_cost(&self, task_id: &str, cost: &Cost) -> Result<bool, StoreError> {
+        let (id, cost) = (task_id.to_string(), cost.clone());
+        self.writer
+            .run(move |c| super::costs::finish_of_task(c, &id, &cost))
             .await
     }
 

@@ -142,6 +142,7 @@ both!(
     purchases_are_saved_and_replaced,
     costs_are_appended_and_read_back_by_task_in_order,
     a_payment_begins_within_its_tasks_cap_and_takes_its_outcome_once,
+    a_payment_in_band_takes_its_outcome_when_its_receipt_comes,
     a_task_stored_unpaid_is_claimed_and_held_for_once,
     the_audit_reads_open_holds_and_unstarted_tasks,
     leases_lapse_are_taken_over_renewed_and_handed_back,
@@ -803,6 +804,57 @@ async fn a_payment_begins_within_its_tasks_cap_and_takes_its_outcome_once(db: Db
     store.begin_cost(&sending("t1", 45), 100).await.unwrap();
     // An outcome is recorded once.
     assert!(store.finish_cost(seq, &paid).await.is_err());
+}
+
+async fn a_payment_in_band_takes_its_outcome_when_its_receipt_comes(db: Db) {
+    let store = db.store().await;
+    let awaiting = |task: &str, amount| store::Cost {
+        detail: Some(store::costs::AWAITS_RECEIPT.to_string()),
+        ..sending(task, amount)
+    };
+    // A payment sent over HTTP, left `sending` by a stop: not one a receipt in band settles.
+    let over_http = sending("t1", 10);
+    let http_seq = store.begin_cost(&over_http, 100).await.unwrap();
+    store.begin_cost(&awaiting("t1", 60), 100).await.unwrap();
+    store.begin_cost(&awaiting("t2", 60), 100).await.unwrap();
+    let settled = |amount| store::Cost {
+        state: store::CostState::Paid,
+        amount,
+        transaction: Some("0xfeed".into()),
+        detail: None,
+        response: Some(r#"{"success":true}"#.into()),
+        ..awaiting("t1", 0)
+    };
+    // The receipt names more than was signed: the signed amount stays.
+    assert!(store
+        .finish_task_cost("t1", &settled(Some(70)))
+        .await
+        .unwrap());
+    let costs = store.costs("t1").await.unwrap();
+    assert_eq!(costs[0], over_http);
+    assert_eq!(
+        costs[1],
+        store::Cost {
+            amount: Some(60),
+            ..settled(None)
+        }
+    );
+    // Nothing awaits its receipt on t1 any more; t2's is its own.
+    assert!(!store
+        .finish_task_cost("t1", &settled(Some(5)))
+        .await
+        .unwrap());
+    // Less than signed (an `upto`): what was settled.
+    assert!(store
+        .finish_task_cost("t2", &settled(Some(25)))
+        .await
+        .unwrap());
+    assert_eq!(store.costs("t2").await.unwrap()[0].amount, Some(25));
+    // The HTTP payment still takes its own outcome.
+    store
+        .finish_cost(http_seq, &settled(Some(10)))
+        .await
+        .unwrap();
 }
 
 async fn the_audit_reads_open_holds_and_unstarted_tasks(db: Db) {

@@ -9,6 +9,11 @@
 //!             ─► Asked::answered: what the agent's answer and PAYMENT-RESPONSE make of it
 //! ```
 //!
+//! An A2A agent may ask in band instead (the A2A x402 extension, v0.2: an input-required task
+//! whose status message carries `x402.payment.required`): [`Demand::in_band`] reads it,
+//! [`Policy::payload`] signs the same way, and the payment goes in the next message's metadata.
+//! Its receipt comes with the task's final message ([`settled_in_band`]).
+//!
 //! An offer outside the policy is never signed ([`Asked::refused`]). Each step ends in one row
 //! of the cost ledger ([`store::Cost`]); the engine (`engine/x402_pay.rs`) stores it and decides
 //! what the task becomes. Only version 2 is paid (<https://github.com/coinbase/x402/blob/main/specs/transports-v2/http.md>):
@@ -111,6 +116,36 @@ impl Demand {
                 "the agent asks for x402 version {version}; interlingua pays version 2 only"
             ),
         })
+    }
+
+    /// The demand an A2A agent makes in band (the A2A x402 extension,
+    /// https://github.com/google-agentic-commerce/a2a-x402/blob/main/spec/v0.2/spec.md): the
+    /// `x402.payment.required` of its input-required status message, a `PaymentRequired`
+    /// document. Kept verbatim as its JSON text.
+    pub fn in_band(required: &Value) -> Demand {
+        let mut doc = required.clone();
+        // An agent on protobuf (a2a-sdk) sends every number in metadata as a double.
+        wire::whole_numbers(&mut doc);
+        let raw = doc.to_string();
+        let unpayable = |why: String| Demand::Unpayable {
+            raw: raw.clone(),
+            why,
+        };
+        match doc.get("x402Version") {
+            Some(v) if v.as_u64() == Some(u64::from(wire::X402_VERSION)) => {}
+            other => {
+                return unpayable(format!(
+                    "the agent asks for x402 version {}; interlingua pays version 2 only",
+                    other.unwrap_or(&Value::Null)
+                ))
+            }
+        }
+        if !doc.get("accepts").is_some_and(Value::is_array) {
+            return unpayable(
+                "the agent's x402.payment.required has no `accepts` list".to_string(),
+            );
+        }
+        Demand::Payable { header: raw, doc }
     }
 
     /// The demand as the agent sent it, for the cost row.
@@ -236,15 +271,28 @@ impl Policy {
         offer: &Offer,
         now_unix_secs: u64,
     ) -> Result<String, SignError> {
-        let payload = build_payment_payload(
+        Ok(wire::encode_header(&self.payload(
+            doc,
+            offer,
+            now_unix_secs,
+        )?))
+    }
+
+    /// `offer` signed: the `PaymentPayload` document itself, as a payment in band carries it.
+    pub fn payload(
+        &self,
+        doc: &Value,
+        offer: &Offer,
+        now_unix_secs: u64,
+    ) -> Result<Value, SignError> {
+        build_payment_payload(
             &self.wallet,
             &offer.entry,
             doc.get("resource"),
             doc.get("extensions"),
             now_unix_secs,
             Nonce::random()?,
-        )?;
-        Ok(wire::encode_header(&payload))
+        )
     }
 }
 
@@ -335,6 +383,45 @@ impl Asked<'_> {
         cost
     }
 
+    /// `offer` signed by `payer`, about to be sent in band: the row written before it leaves,
+    /// which keeps `sending` until the agent's receipt comes ([`settled_in_band`]).
+    pub fn sending_in_band(&self, offer: &Offer, payer: String) -> Cost {
+        let mut cost = self.sending(offer, payer);
+        cost.detail = Some(store::costs::AWAITS_RECEIPT.to_string());
+        cost
+    }
+
+    /// `offer` signed by `payer` and sent in band: the agent asked for it again instead of taking
+    /// it (its new input-required status, `required` its fresh demand).
+    pub fn asked_again_in_band(&self, offer: &Offer, payer: String, required: &Value) -> Cost {
+        let mut cost = self.row(CostState::Failed, Some(&offer.requirements));
+        cost.amount = Some(offer.amount);
+        cost.payer = Some(payer);
+        cost.detail = Some(asked_again_in_band(required));
+        cost
+    }
+
+    /// The task's payment sent in band earlier, still awaiting its receipt: the agent asks for
+    /// one again instead (`required`), so it did not take it. The outcome of that row.
+    pub fn asked_again_later(&self, required: &Value) -> Cost {
+        let mut cost = self.row(CostState::Failed, None);
+        cost.amount = None;
+        cost.detail = Some(asked_again_in_band(required));
+        cost
+    }
+
+    /// `offer` signed by `payer` and sent in band: the agent refused the message that carried it
+    /// (`why`, its error).
+    pub fn rejected_in_band(&self, offer: &Offer, payer: String, why: &str) -> Cost {
+        let mut cost = self.row(CostState::Failed, Some(&offer.requirements));
+        cost.amount = Some(offer.amount);
+        cost.payer = Some(payer);
+        cost.detail = Some(format!(
+            "the agent refused the message carrying the payment: {why}"
+        ));
+        cost
+    }
+
     fn row(&self, state: CostState, offer: Option<&Requirements>) -> Cost {
         Cost {
             task_id: self.task_id.to_string(),
@@ -356,6 +443,74 @@ impl Asked<'_> {
             required: Some(self.required.to_string()),
             response: None,
         }
+    }
+}
+
+/// What became of task `task_id`'s payment made in band, still on its way (`sending`), once its
+/// agent's answer carries `receipt` (the newest of its `x402.payment.receipts`, a
+/// `SettleResponse`), or once the task has ended without one (`None`): the row's outcome.
+/// `amount` is what the receipt says was settled (the store keeps the signed amount when the
+/// receipt names none, or more).
+pub fn settled_in_band(task_id: &str, route: &str, receipt: Option<&Value>) -> Cost {
+    let read = receipt.map(|r| {
+        let mut r = r.clone();
+        wire::whole_numbers(&mut r);
+        serde_json::from_value::<SettleResponse>(r)
+    });
+    let (state, detail) = match &read {
+        None => (
+            CostState::Paid,
+            Some(
+                "the task ended without the agent's receipt: the settlement is not confirmed"
+                    .to_string(),
+            ),
+        ),
+        Some(Ok(r)) if r.success => (CostState::Paid, None),
+        Some(Ok(r)) => (
+            CostState::Failed,
+            Some(format!(
+                "the agent's settlement failed: {}",
+                r.error_reason.as_deref().unwrap_or("no reason given")
+            )),
+        ),
+        Some(Err(e)) => (
+            CostState::Paid,
+            Some(format!(
+                "the agent's receipt cannot be read ({e}): the settlement is not confirmed"
+            )),
+        ),
+    };
+    let settled = match &read {
+        Some(Ok(r)) => r.amount.as_deref().and_then(|a| a.parse::<u64>().ok()),
+        _ => None,
+    };
+    Cost {
+        task_id: task_id.to_string(),
+        route: route.to_string(),
+        at: Utc::now(),
+        rail: RAIL.to_string(),
+        state,
+        scheme: None,
+        network: None,
+        asset: None,
+        pay_to: None,
+        amount: settled.filter(|a| i64::try_from(*a).is_ok()),
+        payer: None,
+        transaction: match &read {
+            Some(Ok(r)) if !r.transaction.is_empty() => Some(r.transaction.clone()),
+            _ => None,
+        },
+        detail,
+        required: None,
+        response: receipt.map(Value::to_string),
+    }
+}
+
+/// What an agent asking in band again says: the `error` of its fresh demand.
+fn asked_again_in_band(required: &Value) -> String {
+    match required.get("error").and_then(Value::as_str) {
+        Some(r) => format!("the agent asked to be paid again after the payment was sent: {r}"),
+        None => "the agent asked to be paid again after the payment was sent".to_string(),
     }
 }
 
@@ -571,5 +726,70 @@ mod tests {
             (refused.state, refused.amount, refused.payer),
             (CostState::Refused, None, None)
         );
+    }
+
+    #[test]
+    fn a_demand_in_band_is_read_with_protobufs_doubles_and_its_receipt_settles_the_row() {
+        // a2a-sdk's metadata is a protobuf Struct: every number a double.
+        let required = json!({"x402Version": 2.0, "resource": {"url": "a2a://agent/skill"},
+            "accepts": [{"scheme": "exact", "network": "eip155:31337", "amount": "10000",
+                "asset": TOKEN, "payTo": PAY_TO, "maxTimeoutSeconds": 300.0,
+                "extra": {"name": "USDC", "version": "2"}}]});
+        let Demand::Payable { doc, header } = Demand::in_band(&required) else {
+            panic!("a payable demand");
+        };
+        assert_eq!(doc["accepts"][0]["maxTimeoutSeconds"], json!(300));
+        assert_eq!(
+            serde_json::from_str::<Value>(&header).ok(),
+            Some(doc.clone())
+        );
+        let chosen = policy(10_000, 20_000)
+            .choose(&doc, 0)
+            .expect("within the policy");
+        assert_eq!(chosen.amount, 10_000);
+        for (bad, why) in [
+            (json!({"x402Version": 1, "accepts": []}), "version 1"),
+            (json!({"x402Version": 2}), "no `accepts` list"),
+        ] {
+            match Demand::in_band(&bad) {
+                Demand::Unpayable { why: said, .. } => assert!(said.contains(why), "{said}"),
+                other => panic!("{other:?}"),
+            }
+        }
+
+        let receipt = json!({"success": true, "transaction": "0xabc", "network": "eip155:31337",
+            "payer": PAY_TO, "amount": "4000"});
+        let paid = settled_in_band("t", "r", Some(&receipt));
+        assert_eq!(
+            (
+                paid.state,
+                paid.amount,
+                paid.transaction.as_deref(),
+                paid.detail
+            ),
+            (CostState::Paid, Some(4_000), Some("0xabc"), None)
+        );
+        assert_eq!(paid.response, Some(receipt.to_string()));
+        let failed = settled_in_band(
+            "t",
+            "r",
+            Some(
+                &json!({"success": false, "errorReason": "invalid_transaction_state",
+                "transaction": "", "network": "eip155:31337"}),
+            ),
+        );
+        assert_eq!(
+            (failed.state, failed.transaction, failed.detail.as_deref()),
+            (
+                CostState::Failed,
+                None,
+                Some("the agent's settlement failed: invalid_transaction_state")
+            )
+        );
+        let unconfirmed = settled_in_band("t", "r", None);
+        assert_eq!(unconfirmed.state, CostState::Paid);
+        assert!(unconfirmed
+            .detail
+            .is_some_and(|d| d.contains("not confirmed")));
     }
 }

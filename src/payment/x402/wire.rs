@@ -196,7 +196,7 @@ pub fn payment_from_value(mut doc: Value) -> Result<PaymentPayload, HeaderError>
 }
 
 /// Turns every float in `v` that is a whole number (within `u64`) into an integer.
-fn whole_numbers(v: &mut Value) {
+pub fn whole_numbers(v: &mut Value) {
     match v {
         Value::Number(n) if !n.is_u64() && !n.is_i64() => {
             if let Some(f) = n

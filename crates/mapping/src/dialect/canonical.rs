@@ -114,8 +114,12 @@ pub fn is_known(path: &[String]) -> bool {
         "error" => matches_list(ERROR, &rest),
         "availability" => matches!(rest.as_slice(), ["available"] | ["message"]),
         // A settlement this request made (an x402 SettleResponse, whole); what a task waiting
-        // to be paid for asks (an x402 PaymentRequired, whole).
-        "payment" => matches!(rest.as_slice(), ["receipt", ..] | ["required", ..]),
+        // to be paid for asks (an x402 PaymentRequired, whole); a payment interlingua makes in
+        // band, on a call to an agent that asked for it (an x402 PaymentPayload, whole).
+        "payment" => matches!(
+            rest.as_slice(),
+            ["receipt", ..] | ["required", ..] | ["payload", ..]
+        ),
         "schema" | "tasks" | "steps" => true,
         "search" => matches!(
             rest.as_slice(),

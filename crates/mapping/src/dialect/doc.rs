@@ -140,6 +140,12 @@ impl<'a> Canonical<'a> {
         self.with_root("payment", serde_json::json!({ "required": required }))
     }
 
+    /// `payment.payload`: a payment interlingua makes in band (an x402 `PaymentPayload`), for
+    /// backs that carry it in the message to the agent that asked for it.
+    pub fn with_payment_payload(self, payload: Value) -> Self {
+        self.with_root("payment", serde_json::json!({ "payload": payload }))
+    }
+
     /// `availability`: whether the agent is up.
     pub fn with_availability(self, a: &Availability) -> Self {
         self.with_root("availability", json(a))

@@ -96,6 +96,32 @@ pub(super) async fn finish(c: &impl GenericClient, seq: i64, cost: &Cost) -> Res
     Ok(())
 }
 
+/// Records what came of task `task_id`'s oldest payment awaiting its receipt; whether there was
+/// one.
+pub(super) async fn finish_of_task(
+    c: &impl GenericClient,
+    task_id: &str,
+    cost: &Cost,
+) -> Result<bool, Fail> {
+    let amount = shared::amount_column(cost)?;
+    let stmt = c.prepare_cached(&shared::finish_of_task_sql('$')).await?;
+    let n = c
+        .execute(
+            &stmt,
+            &[
+                &task_id,
+                &cost.state.name(),
+                &amount,
+                &cost.transaction,
+                &cost.detail,
+                &cost.response,
+                &shared::AWAITS_RECEIPT,
+            ],
+        )
+        .await?;
+    Ok(n > 0)
+}
+
 /// The costs of a task, in the order written.
 pub(super) async fn of_task(c: &impl GenericClient, task_id: &str) -> Result<Vec<Cost>, Fail> {
     matching(c, "task_id", task_id).await

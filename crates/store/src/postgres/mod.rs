@@ -534,6 +534,10 @@ impl TaskStore for PgStore {
         attempt!(with_client!(self, c => costs::finish(&c, seq, cost)))
     }
 
+    async fn finish_task_cost(&self, task_id: &str, cost: &Cost) -> Result<bool, StoreError> {
+        attempt!(with_client!(self, c => costs::finish_of_task(&c, task_id, cost)))
+    }
+
     async fn costs_sending(&self) -> Result<Vec<Cost>, StoreError> {
         attempt!(with_client!(self, c => costs::in_state(&c, CostState::Sending)))
     }
