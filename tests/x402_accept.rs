@@ -43,7 +43,8 @@ const MAX: u128 = 10_000;
 
 /// The routes: MIP-003 at `/mip`, Nevermined at `/nv`, OpenAI chat at `/chat`, all over the
 /// sample MIP-003 agent, taking `exact`; Nevermined at `/upto` over the sample Nevermined agent
-/// (two steps a task, one when it fails), taking `upto`.
+/// (two steps a task, one when it fails), taking `upto`; Nevermined at `/soon` and A2A at `/stop`
+/// over the agent on a manual clock, taking `upto`.
 fn routes(
     agents: (SocketAddr, SocketAddr, SocketAddr),
     chain: &Chain,
@@ -56,13 +57,13 @@ fn routes(
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free port");
-    let upto = |name: &str, upstream: &str, max_timeout: &str| {
+    let upto = |name: &str, upstream: &str, max_timeout: &str, front: &str| {
         format!(
             r#"[[routes]]
 name = "{name}"
 match = {{ path_prefix = "/{name}" }}
 upstream = "{upstream}"
-front = "nevermined"
+front = "{front}"
 back = "nevermined"
 vars.nevermined = {{ agent_did = "{DID}" }}
 poll_interval = "50ms"
@@ -78,9 +79,10 @@ offers = [{{ scheme = "upto", network = "{NETWORK}", asset = "{}", asset_name = 
         )
     };
     let upto = format!(
-        "{}\n[[upstreams]]\nname = \"slow\"\naddress = \"{slow}\"\nread_timeout = \"10s\"\n\n{}",
-        upto("upto", "nvm", "300s"),
-        upto("soon", "slow", "15s")
+        "{}\n[[upstreams]]\nname = \"slow\"\naddress = \"{slow}\"\nread_timeout = \"10s\"\n\n{}{}",
+        upto("upto", "nvm", "300s", "nevermined"),
+        upto("soon", "slow", "15s", "nevermined"),
+        upto("stop", "slow", "300s", "a2a")
     );
     let accept = format!(
         r#"[routes.payment.accept.x402]
@@ -511,16 +513,22 @@ async fn sale_closed(
     .await
 }
 
-/// An `upto` task through the Nevermined front: the payer authorises [`MAX`]; the steps that
-/// complete are captured at [`STEP`] each; when the task ends, their sum is settled once, and
-/// what was authorised beyond it is taken back from the payer's account.
-async fn upto_task(s: &std::sync::Arc<Stack>, query: &str, steps: u128) {
+/// A new payer, funded, that has approved Permit2 (what `upto` pays through); its balances.
+async fn upto_payer(s: &std::sync::Arc<Stack>) -> (Account, (u128, u128)) {
     let payer = s.payer(FUNDS);
     {
         let (s, payer) = (s.clone(), payer.clone());
         blocking(move || s.chain.approve_permit2(&payer)).await;
     }
     let before = s.balances(&payer);
+    (payer, before)
+}
+
+/// An `upto` task through the Nevermined front: the payer authorises [`MAX`]; the steps that
+/// complete are captured at [`STEP`] each; when the task ends, their sum is settled once, and
+/// what was authorised beyond it is taken back from the payer's account.
+async fn upto_task(s: &std::sync::Arc<Stack>, query: &str, steps: u128) {
+    let (payer, before) = upto_payer(s).await;
     let call = Call::post(
         &s.proxy.url(&format!("/upto/api/v1/agents/{DID}/tasks")),
         json!({"input_query": query}),
@@ -589,14 +597,71 @@ async fn upto_settles_the_completed_steps_once_when_the_task_ends() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upto_settles_nothing_for_a_task_cancelled_before_any_step() {
+    let s = std::sync::Arc::new(stack().await);
+    let (payer, before) = upto_payer(&s).await;
+    // A2A, not waiting for the task; the agent's clock stands still: no step completes.
+    let call = Call::post(
+        &s.proxy.url("/stop"),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "message/send",
+            "params": {"message": {"kind": "message", "messageId": "m-1", "role": "user",
+                "parts": [{"kind": "text", "text": "slow"}]},
+                "configuration": {"blocking": false}}}),
+    );
+    let paid = {
+        let (s, payer) = (s.clone(), payer.clone());
+        blocking(move || call.pay(&s.chain, &payer)).await
+    };
+    assert_eq!(paid.status, 200, "{paid:?}");
+    let front_id = paid.body["result"]["id"]
+        .as_str()
+        .expect("the task's id")
+        .to_string();
+    // The payer cancels it, known by its payment.
+    let signature = paid.payment_signature.clone().expect("the signature");
+    let resp = client()
+        .post(s.proxy.url("/stop"))
+        .header("payment-signature", signature)
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/cancel",
+            "params": {"id": front_id}}))
+        .send()
+        .await
+        .expect("the cancel is answered");
+    let (status, body) = common::status_and_json(resp).await;
+    assert_eq!(
+        (status, &body["result"]["status"]["state"]),
+        (200, &json!("canceled")),
+        "{body}"
+    );
+    let account = account_of(&s.chain, &payer);
+    let task_id = held_task(&s, &account).await;
+    let sale = sale_closed(&s, "a2a", &paid, &front_id, &task_id).await;
+    assert_eq!(
+        (sale.state, sale.settled),
+        (SaleState::Void, None),
+        "{sale:?}"
+    );
+    let balance = s.store().balance(&account).await.expect("balance");
+    assert_eq!(
+        (balance.granted, balance.captured, balance.held),
+        (0, 0, 0),
+        "{balance:?}"
+    );
+    // Verified, never settled: nothing moved on chain.
+    let paths: Vec<_> = s
+        .facilitator
+        .log()
+        .iter()
+        .map(|r| r["path"].clone())
+        .collect();
+    assert_eq!(paths, [json!("/verify")]);
+    assert_eq!(s.balances(&payer), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upto_settles_what_is_done_when_the_authorisation_is_about_to_expire() {
     let s = std::sync::Arc::new(stack().await);
-    let payer = s.payer(FUNDS);
-    {
-        let (s, payer) = (s.clone(), payer.clone());
-        blocking(move || s.chain.approve_permit2(&payer)).await;
-    }
-    let before = s.balances(&payer);
+    let (payer, before) = upto_payer(&s).await;
     let call = Call::post(
         &s.proxy.url(&format!("/soon/api/v1/agents/{DID}/tasks")),
         json!({"input_query": "slow"}),

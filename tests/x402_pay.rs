@@ -1,8 +1,10 @@
 //! interlingua pays agents that demand x402: a MIP-003 agent behind the official x402 SDK's
 //! payment middleware (`tests/peers/x402_agent.py`, x402 2.25.0), whose `start_job` answers 402
 //! until paid, settling through the SDK's own facilitator on a local anvil node in the tests'
-//! EIP-3009 token (`tests/common/chain.rs`). Clients of MIP-003, Nevermined and A2A fronts spend
-//! credits as on any priced route; interlingua pays the agent from its wallet, within the
+//! EIP-3009 token (`tests/common/chain.rs`); and an A2A agent asking in band instead, as the A2A
+//! x402 extension says (`tests/peers/x402_a2a_agent.py`: a2a-sdk 1.3.0's server, the SDK's
+//! resource server verifying and settling). Clients of MIP-003, Nevermined, A2A and MCP fronts
+//! spend credits as on any priced route; interlingua pays the agent from its wallet, within the
 //! route's policy. What is asserted is what the chain, the facilitator, the cost ledger (admin
 //! API) and the credit ledger say: exact balances, the settlement's transaction, no signature
 //! at all for an offer outside the policy.
@@ -300,8 +302,13 @@ async fn completed(s: &Stack, front: &str, prefix: &str, subject: &str, task: &s
     .await
 }
 
-/// The front's create of a task for `subject`, followed until it completes with "HELLO".
-async fn runs_to_hello(s: &Stack, front: &str, prefix: &str, subject: &str) {
+/// The front's create of a task for `subject` on route (name, prefix, front), followed until it
+/// completes with "HELLO" (an MCP call waits for it).
+async fn runs_to_hello(s: &Stack, (route, prefix, front): (&str, &str, &str), subject: &str) {
+    if front == "mcp" {
+        assert_eq!(mcp_call(s, prefix, route, subject).await, "HELLO");
+        return;
+    }
     let (status, body) = create(s, front, prefix, subject).await;
     let (created, task) = match front {
         "mip003" => (200, body["job_id"].as_str()),
@@ -321,18 +328,19 @@ async fn runs_to_hello(s: &Stack, front: &str, prefix: &str, subject: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interlingua_pays_the_agent_per_job_from_its_wallet_through_each_front() {
-    static ROUTES: [(&str, &str, &str, Policy); 3] = [
+    static ROUTES: [(&str, &str, &str, Policy); 4] = [
         ("mip", "/mip", "mip003", PAYS),
         ("nv", "/nv", "nevermined", PAYS),
         ("a2a", "/a2a", "a2a", PAYS),
+        ("upper", "/mcp", "mcp", PAYS),
     ];
     let s = Arc::new(stack(&ROUTES).await);
     let mut jobs = 0;
-    for (_, prefix, front, _) in &ROUTES {
+    for (route, prefix, front, _) in &ROUTES {
         let subject = format!("payer-{front}");
         s.admin.grant(&subject, 10).await;
         let before = s.balances();
-        runs_to_hello(&s, front, prefix, &subject).await;
+        runs_to_hello(&s, (route, prefix, front), &subject).await;
 
         // The agent ran the job once, paid by interlingua's wallet; the chain moved the price.
         jobs += 1;
@@ -571,11 +579,7 @@ async fn interlingua_pays_an_a2a_agent_that_asks_in_band_through_each_front() {
         let subject = format!("payer-{front}");
         s.admin.grant(&subject, 10).await;
         let before = s.balances();
-        if *front == "mcp" {
-            assert_eq!(mcp_call(&s, prefix, route, &subject).await, "HELLO");
-        } else {
-            runs_to_hello(&s, front, prefix, &subject).await;
-        }
+        runs_to_hello(&s, (route, prefix, front), &subject).await;
 
         // The agent was asked with the extension activated, paid by interlingua's wallet, once;
         // the chain moved the price.
