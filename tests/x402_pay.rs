@@ -49,6 +49,12 @@ const PAYS: Policy = Policy {
     max_per_task: 2 * PRICE,
 };
 
+/// Within the policy, on the chain x402 version 1 calls `base-sepolia`.
+const PAYS_V1: Policy = Policy {
+    networks: "eip155:84532",
+    ..PAYS
+};
+
 /// Outside the policy: one job costs more than a call may.
 const CAPPED: Policy = Policy {
     max_per_call: PRICE - 1,
@@ -94,6 +100,8 @@ fn wallet(chain: &Chain) -> Account {
 #[derive(Clone, Copy, PartialEq)]
 enum Paid {
     By402,
+    /// The MIP-003 agent as an x402 version 1 server (`X-PAYMENT`), on chain id 84532.
+    Version1,
     InBand,
 }
 
@@ -106,12 +114,19 @@ async fn stack_over(
     routes: &'static [(&'static str, &'static str, &'static str, Policy)],
 ) -> Stack {
     let s = tokio::task::spawn_blocking(move || {
-        let chain = Chain::start();
+        let chain = match paid {
+            Paid::Version1 => Chain::start_on(84532),
+            _ => Chain::start(),
+        };
         let facilitator = Facilitator::start(&chain, None);
         let pay_to = chain.new_account();
         let (agent, back) = match paid {
             Paid::By402 => (
                 PaidAgent::start(&chain, &facilitator, PRICE, &pay_to.address),
+                "mip003",
+            ),
+            Paid::Version1 => (
+                PaidAgent::version_1(&chain, &facilitator, PRICE, &pay_to.address),
                 "mip003",
             ),
             Paid::InBand => (
@@ -750,4 +765,60 @@ async fn an_in_band_demand_outside_the_policy_or_refused_by_the_agent_fails_the_
         blocking(move || s.balances()).await
     };
     assert_eq!(after, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interlingua_pays_an_x402_version_1_agent_with_x_payment() {
+    static ROUTES: [(&str, &str, &str, Policy); 1] = [("v1", "/v1", "mip003", PAYS_V1)];
+    let s = Arc::new(stack_over(Paid::Version1, &ROUTES).await);
+    let subject = "payer-v1";
+    s.admin.grant(subject, 10).await;
+    let before = s.balances();
+    runs_to_hello(&s, ("v1", "/v1", "mip003"), subject).await;
+    let started = s.agent.jobs();
+    assert_eq!(started.len(), 1, "{started:?}");
+    let payer = started[0]["payer"].as_str().expect("a payer");
+    assert!(payer.eq_ignore_ascii_case(&s.wallet.address), "{payer}");
+    assert_eq!(
+        s.balances(),
+        (before.0 - PRICE, before.1 + PRICE),
+        "the wallet paid the price, once, to the agent"
+    );
+    // The row names the network by CAIP-2; the demand is the 402's body, the receipt the
+    // X-PAYMENT-RESPONSE header, verbatim.
+    let stored = s.task_of(subject, |t| t["status"] == "completed").await;
+    let task = stored["id"].as_str().expect("an id").to_string();
+    let costs = s.costs(&task).await;
+    assert_eq!(costs.len(), 1, "{costs:?}");
+    let row = &costs[0];
+    let tx = row["transaction"].as_str().expect("a transaction");
+    assert_eq!(
+        row,
+        &json!({
+            "task_id": task, "route": "v1", "at": row["at"], "rail": "x402", "state": "paid",
+            "scheme": "exact", "network": "eip155:84532", "asset": s.chain.token(),
+            "pay_to": s.pay_to.address, "amount": PRICE as u64, "payer": row["payer"],
+            "transaction": tx, "required": row["required"], "response": row["response"],
+        })
+    );
+    let required: Value =
+        serde_json::from_str(row["required"].as_str().expect("the demand")).expect("JSON");
+    assert_eq!(
+        (&required["x402Version"], &required["accepts"][0]["network"]),
+        (&json!(1), &json!("base-sepolia")),
+        "{required}"
+    );
+    let response: Value = {
+        use base64::Engine as _;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(row["response"].as_str().expect("the receipt"))
+            .expect("base64");
+        serde_json::from_slice(&bytes).expect("JSON")
+    };
+    assert_eq!(
+        (&response["success"], &response["transaction"]),
+        (&json!(true), &json!(tx))
+    );
+    s.admin.charged(subject, 10, 1).await;
+    assert_eq!(s.facilitator.calls(), ["/verify", "/settle"]);
 }

@@ -34,7 +34,7 @@ use tracing::{Instrument, Span};
 use super::{Cx, Engine, Translated};
 use crate::error::ProxyError;
 use crate::payment::x402::pay::{self, Asked, Demand, Offer, Policy};
-use crate::payment::x402::wire::{self, PAYMENT_SIGNATURE};
+use crate::payment::x402::wire;
 use crate::upstream::Answer;
 use mapping::dialect::{Canonical, Decoded, Doc};
 use mapping::task::{Operation, Status, Task};
@@ -119,7 +119,7 @@ impl Engine {
             span,
         } = retry;
         header
-            .insert_header(PAYMENT_SIGNATURE, wire::encode_header(&payload))
+            .insert_header(demand.signature_header(), wire::encode_header(&payload))
             .map_err(|e| ProxyError::Internal(format!("adding PAYMENT-SIGNATURE: {e}")))?;
         // Recorded before it leaves, within the task's cap whatever other calls (or instances)
         // pay for the task at once: a stop from here on leaves a `sending` row, not nothing.

@@ -6,9 +6,9 @@
 //!
 //! | piece | what runs | made by |
 //! |---|---|---|
-//! | [`Chain`] | anvil (chain id 31337, [`NETWORK`]) with `Token.sol` deployed as "USDC" version "2" | [`Chain::start`] |
+//! | [`Chain`] | anvil (chain id 31337, [`NETWORK`]; or another) with `Token.sol` deployed as "USDC" version "2" | [`Chain::start`], [`Chain::start_on`] |
 //! | [`Facilitator`] | `tests/peers/x402_facilitator.py`: `/supported`, `/verify`, `/settle`, `/log` | [`Facilitator::start`] |
-//! | [`PaidAgent`] | `tests/peers/x402_agent.py`: a MIP-003 agent whose `/start_job` costs a price | [`PaidAgent::start`] |
+//! | [`PaidAgent`] | `tests/peers/x402_agent.py`: a MIP-003 agent whose `/start_job` costs a price (x402 version 2, or 1); `tests/peers/x402_a2a_agent.py`: an A2A agent asking in band | [`PaidAgent::start`], [`PaidAgent::version_1`], [`PaidAgent::in_band`] |
 //! | [`Call`] | `tests/peers/x402_client.py`: one request, paid, replayed or plain | [`Call::pay`], [`Call::replay`], [`Call::send`] |
 //!
 //! The chain tools come from [`super::node`], the Python from [`super::peers::x402_python`]. Every
@@ -57,6 +57,7 @@ pub struct Chain {
     // (behind a mutex only so that a chain can be shared between threads).
     _log: std::sync::Mutex<Receiver<String>>,
     port: u16,
+    id: u64,
     token: String,
     accounts: Vec<Account>,
     python: PathBuf,
@@ -68,6 +69,12 @@ impl Chain {
     /// `eth_chainId`, and deploys the token from dev account 0, which alone may mint. Installs
     /// the chain tools and the x402 virtualenv first if they are missing. Panics if anything fails.
     pub fn start() -> Chain {
+        Chain::start_on(31337)
+    }
+
+    /// [`Chain::start`] with another chain id (what x402 version 1 names a network by: 84532 is
+    /// its `base-sepolia`).
+    pub fn start_on(chain_id: u64) -> Chain {
         let python = x402_python();
         let build = token_build();
         let dir = tempfile::tempdir().expect("a directory for anvil");
@@ -76,7 +83,9 @@ impl Chain {
         command
             .args(["--pdeathsig", "KILL", "--"])
             .arg(anvil())
-            .args(["--host", "127.0.0.1", "--port", "0", "--config-out"])
+            .args(["--host", "127.0.0.1", "--port", "0", "--chain-id"])
+            .arg(chain_id.to_string())
+            .arg("--config-out")
             .arg(&config)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -98,6 +107,7 @@ impl Chain {
             }
         };
         let mut chain = Chain {
+            id: chain_id,
             anvil: child,
             _log: std::sync::Mutex::new(log),
             port,
@@ -107,7 +117,7 @@ impl Chain {
             _dir: dir,
         };
         let id = chain.rpc_until_ready("eth_chainId");
-        assert_eq!(id, json!("0x7a69"), "anvil's chain id is 31337");
+        assert_eq!(id, json!(format!("{chain_id:#x}")), "anvil's chain id");
         chain.accounts = dev_accounts(&config);
         let deployed = chain.chain_script(&[
             "deploy".into(),
@@ -125,6 +135,11 @@ impl Chain {
             .expect("an address")
             .to_string();
         chain
+    }
+
+    /// Its CAIP-2 network (`eip155:<chain id>`).
+    pub fn network(&self) -> String {
+        format!("eip155:{}", self.id)
     }
 
     /// The node's JSON-RPC URL.
@@ -309,14 +324,14 @@ impl Facilitator {
     /// `Authorization` header is exactly `auth` (e.g. `"Bearer s3cret"`); `/log` is always open.
     pub fn start(chain: &Chain, auth: Option<&str>) -> Facilitator {
         let signer = chain.dev_account(1);
-        let rpc = chain.rpc_url();
+        let (rpc, network) = (chain.rpc_url(), chain.network());
         let mut args = vec![
             "--rpc",
             rpc.as_str(),
             "--key",
             &signer.key,
             "--network",
-            NETWORK,
+            &network,
         ];
         if let Some(auth) = auth {
             args.extend(["--auth", auth]);
@@ -398,7 +413,31 @@ pub struct PaidAgent {
 impl PaidAgent {
     /// Starts it on a free port, verifying and settling through `facilitator` (with its auth).
     pub fn start(chain: &Chain, facilitator: &Facilitator, price: u128, pay_to: &str) -> PaidAgent {
-        PaidAgent::serve("x402_agent.py", chain, facilitator, price, pay_to)
+        PaidAgent::serve("x402_agent.py", chain, facilitator, price, pay_to, None)
+    }
+
+    /// The agent paid as x402 version 1 servers were (`X-PAYMENT`, the demand in the 402's
+    /// body, the network by name): on a chain started with [`Chain::start_on`] 84532, version
+    /// 1's `base-sepolia`.
+    pub fn version_1(
+        chain: &Chain,
+        facilitator: &Facilitator,
+        price: u128,
+        pay_to: &str,
+    ) -> PaidAgent {
+        assert_eq!(
+            chain.network(),
+            "eip155:84532",
+            "version 1 names the network"
+        );
+        PaidAgent::serve(
+            "x402_agent.py",
+            chain,
+            facilitator,
+            price,
+            pay_to,
+            Some("base-sepolia"),
+        )
     }
 
     /// An A2A agent paid in band instead (the A2A x402 extension: `tests/peers/x402_a2a_agent.py`,
@@ -414,7 +453,7 @@ impl PaidAgent {
             facilitator.auth.is_none(),
             "the A2A agent calls its facilitator without auth"
         );
-        PaidAgent::serve("x402_a2a_agent.py", chain, facilitator, price, pay_to)
+        PaidAgent::serve("x402_a2a_agent.py", chain, facilitator, price, pay_to, None)
     }
 
     fn serve(
@@ -423,8 +462,9 @@ impl PaidAgent {
         facilitator: &Facilitator,
         price: u128,
         pay_to: &str,
+        version_1: Option<&str>,
     ) -> PaidAgent {
-        let (url, price_text) = (facilitator.url(), price.to_string());
+        let (url, price_text, network) = (facilitator.url(), price.to_string(), chain.network());
         let mut args = vec![
             "--facilitator",
             &url,
@@ -435,7 +475,7 @@ impl PaidAgent {
             "--price",
             &price_text,
             "--network",
-            NETWORK,
+            version_1.unwrap_or(&network),
             "--name",
             TOKEN_NAME,
             "--version",
@@ -443,6 +483,9 @@ impl PaidAgent {
         ];
         if let Some(auth) = &facilitator.auth {
             args.extend(["--facilitator-auth", auth]);
+        }
+        if version_1.is_some() {
+            args.extend(["--x402-version", "1"]);
         }
         PaidAgent {
             peer: Peer::start(&chain.python, script, &args, &[]),
@@ -537,7 +580,7 @@ impl Call {
                 "--asset".into(),
                 chain.token().into(),
                 "--network".into(),
-                NETWORK.into(),
+                chain.network(),
             ],
         )
     }

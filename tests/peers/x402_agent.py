@@ -18,11 +18,18 @@ Test helper (not MIP-003):
                                   "payer"}, …]}: every job started, in order, with the payer the
                                   middleware verified
 
+With --x402-version 1 the route is paid as x402 version 1 servers did
+(https://github.com/coinbase/x402/blob/main/specs/x402-specification-v1.md): a 402 whose JSON body
+is the PaymentRequired (`x402Version: 1`, `maxAmountRequired`, the network by name, e.g.
+"base-sepolia"), the payment in `X-PAYMENT`, the receipt in `X-PAYMENT-RESPONSE`. The SDK 2.25.0
+serves version 2 only, so this mode is a small middleware of ours on the SDK's version 1 models
+and its facilitator client (verify before the handler, settle after a 2xx, as the SDK's own).
+
 The price is an asset amount, not "$0.01": the SDK knows no default asset on a local chain
 (eip155:31337), so a money price would fail. Command line:
   x402_agent.py --facilitator URL --asset ADDR --pay-to ADDR --price N
                 [--network eip155:31337] [--name USDC] [--version 2] [--max-timeout 300]
-                [--facilitator-auth VALUE] [--port N]
+                [--facilitator-auth VALUE] [--x402-version 2|1] [--port N]
     --price             atomic units of the asset (6 decimals: 10000 is 0.01)
     --name/--version    the asset's EIP-712 domain, sent as the requirement's `extra`
     --facilitator-auth  sent as the Authorization header of every call to the facilitator
@@ -32,6 +39,7 @@ closes, on SIGTERM, or when its parent dies (peer_lifecycle.py).
 """
 
 import argparse
+import base64
 import contextlib
 import sys
 import threading
@@ -45,6 +53,7 @@ from x402.http import FacilitatorConfig, HTTPFacilitatorClient
 from x402.http.facilitator_client_base import AuthHeaders
 from x402.http.middleware.fastapi import payment_middleware
 from x402.mechanisms.evm.exact import register_exact_evm_server
+from x402.schemas.v1 import PaymentPayloadV1, PaymentRequiredV1, PaymentRequirementsV1
 
 import peer_lifecycle
 
@@ -75,13 +84,58 @@ class StaticAuth:
         return AuthHeaders(verify=self._headers, settle=self._headers, supported=self._headers)
 
 
+def version_1_middleware(args, facilitator):
+    """x402 version 1 in front of POST /start_job: 402 with the demand in the body until an
+    X-PAYMENT the facilitator verifies; settled once the handler answered 2xx."""
+    requirements = PaymentRequirementsV1(
+        scheme="exact",
+        network=args.network,
+        max_amount_required=str(args.price),
+        resource="/start_job",
+        description="start a job of the x402 test agent",
+        mime_type="application/json",
+        pay_to=args.pay_to,
+        max_timeout_seconds=args.max_timeout,
+        asset=args.asset,
+        extra={"name": args.name, "version": args.version},
+    )
+
+    def demand(error):
+        doc = PaymentRequiredV1(error=error, accepts=[requirements])
+        return JSONResponse(doc.model_dump(by_alias=True, exclude_none=True, mode="json"), status_code=402)
+
+    async def middleware(request: Request, call_next):
+        if (request.method, request.url.path) != ("POST", "/start_job"):
+            return await call_next(request)
+        header = request.headers.get("x-payment")
+        if not header:
+            return demand("X-PAYMENT header is required")
+        try:
+            payload = PaymentPayloadV1.model_validate_json(base64.b64decode(header))
+        except Exception as e:  # noqa: BLE001
+            return demand(f"invalid X-PAYMENT: {e}")
+        verified = await facilitator.verify(payload, requirements)
+        if not verified.is_valid:
+            return demand(verified.invalid_reason or "invalid payment")
+        request.state.payment_payload = payload
+        response = await call_next(request)
+        if not 200 <= response.status_code < 300:
+            return response
+        settled = await facilitator.settle(payload, requirements)
+        if not settled.success:
+            return demand(settled.error_reason or "settlement failed")
+        receipt = settled.model_dump_json(by_alias=True, exclude_none=True).encode()
+        response.headers["X-PAYMENT-RESPONSE"] = base64.b64encode(receipt).decode()
+        return response
+
+    return middleware
+
+
 def build_app(args):
     config = FacilitatorConfig(
         url=args.facilitator,
         auth_provider=StaticAuth(args.facilitator_auth) if args.facilitator_auth else None,
     )
-    server = x402ResourceServer(HTTPFacilitatorClient(config))
-    register_exact_evm_server(server, args.network)
     routes = {
         "POST /start_job": {
             "accepts": {
@@ -145,6 +199,11 @@ def build_app(args):
         with lock:
             return {"jobs": list(started)}
 
+    if args.x402_version == 1:
+        app.middleware("http")(version_1_middleware(args, HTTPFacilitatorClient(config)))
+        return app
+    server = x402ResourceServer(HTTPFacilitatorClient(config))
+    register_exact_evm_server(server, args.network)
     # Created once, here, not per request (the SDK docstring's example would re-initialise it on
     # each request). Creating it fetches the facilitator's /supported; the SDK prints a failure to
     # stdout, which carries only the PORT= line: it goes to stderr.
@@ -164,6 +223,7 @@ def main():
     ap.add_argument("--version", default="2", help="the token's EIP-712 version")
     ap.add_argument("--max-timeout", type=int, default=300, help="maxTimeoutSeconds")
     ap.add_argument("--facilitator-auth", help="the Authorization header sent to the facilitator")
+    ap.add_argument("--x402-version", type=int, choices=[1, 2], default=2)
     ap.add_argument("--port", type=int, default=0)
     args = ap.parse_args()
     app = build_app(args)

@@ -16,15 +16,18 @@
 //!
 //! An offer outside the policy is never signed ([`Asked::refused`]). Each step ends in one row
 //! of the cost ledger ([`store::Cost`]); the engine (`engine/x402_pay.rs`) stores it and decides
-//! what the task becomes. Only version 2 is paid (<https://github.com/coinbase/x402/blob/main/specs/transports-v2/http.md>):
-//! a version 1 demand (a JSON body with `x402Version: 1`, paid with `X-PAYMENT`) is refused,
-//! saying so.
+//! what the task becomes. Version 2 (<https://github.com/coinbase/x402/blob/main/specs/transports-v2/http.md>)
+//! is paid as it comes; a version 1 demand (a JSON body with `x402Version: 1`, the network by
+//! name, paid with `X-PAYMENT`) is read as version 2's, paid with the same signature, and sent in
+//! version 1's payload ([`version_1_entry`], [`Policy::payload`]).
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::sign::{build_payment_payload, Nonce, SignError, Wallet};
-use super::wire::{self, Requirements, SettleResponse, PAYMENT_REQUIRED, PAYMENT_RESPONSE};
+use super::wire::{
+    self, Requirements, SettleResponse, PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE,
+};
 use crate::config::X402Pay;
 use store::{Cost, CostState};
 
@@ -86,66 +89,76 @@ impl Demand {
     /// body; `None` for a 402 that asks for no x402 payment at all.
     pub fn read(headers: &[(String, String)], body: &[u8]) -> Option<Demand> {
         if let Some(header) = header(headers, PAYMENT_REQUIRED) {
-            let unpayable = |why: String| Demand::Unpayable {
-                raw: header.to_string(),
-                why,
-            };
             return Some(match wire::decode_header::<Value>(header) {
-                Err(e) => unpayable(format!("the agent's PAYMENT-REQUIRED cannot be read: {e}")),
-                Ok(doc) if doc.get("x402Version") != Some(&Value::from(wire::X402_VERSION)) => {
-                    unpayable(format!(
-                        "the agent asks for x402 version {}; interlingua pays version 2 only",
-                        doc.get("x402Version").unwrap_or(&Value::Null)
-                    ))
-                }
-                Ok(doc) if !doc.get("accepts").is_some_and(Value::is_array) => {
-                    unpayable("the agent's PAYMENT-REQUIRED has no `accepts` list".to_string())
-                }
-                Ok(doc) => Demand::Payable {
-                    header: header.to_string(),
-                    doc,
+                Err(e) => Demand::Unpayable {
+                    raw: header.to_string(),
+                    why: format!("the agent's PAYMENT-REQUIRED cannot be read: {e}"),
                 },
+                Ok(doc) => Demand::of(doc, header.to_string(), &[2], "PAYMENT-REQUIRED"),
             });
         }
         // Version 1 put the demand in the body (`x402Version: 1`, paid with `X-PAYMENT`).
         let body: Value = serde_json::from_slice(body).ok()?;
-        let version = body.get("x402Version")?.as_u64()?;
-        Some(Demand::Unpayable {
-            raw: body.to_string(),
-            why: format!(
-                "the agent asks for x402 version {version}; interlingua pays version 2 only"
-            ),
-        })
+        body.get("x402Version")?;
+        let raw = body.to_string();
+        Some(Demand::of(body, raw, &[1], "402 body"))
     }
 
     /// The demand an A2A agent makes in band (the A2A x402 extension,
     /// https://github.com/google-agentic-commerce/a2a-x402/blob/main/spec/v0.2/spec.md): the
     /// `x402.payment.required` of its input-required status message, a `PaymentRequired`
-    /// document. Kept verbatim as its JSON text.
+    /// document of version 2 or 1 (the extension's own examples are version 1's). Kept
+    /// verbatim as its JSON text.
     pub fn in_band(required: &Value) -> Demand {
         let mut doc = required.clone();
         // An agent on protobuf (a2a-sdk) sends every number in metadata as a double.
         wire::whole_numbers(&mut doc);
         let raw = doc.to_string();
-        let unpayable = |why: String| Demand::Unpayable {
-            raw: raw.clone(),
-            why,
+        Demand::of(doc, raw, &[1, 2], "x402.payment.required")
+    }
+
+    /// `doc`, a demand of one of `versions` carried in `what` (`raw` as the agent sent it): a
+    /// version 1 demand is read as version 2's (see [`version_1_entry`]), its version kept.
+    fn of(doc: Value, raw: String, versions: &[u64], what: &str) -> Demand {
+        let version = doc.get("x402Version").and_then(Value::as_u64);
+        if !version.is_some_and(|v| versions.contains(&v)) {
+            let shown = doc.get("x402Version").cloned().unwrap_or(Value::Null);
+            let paid = versions
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(" or ");
+            return Demand::Unpayable {
+                raw,
+                why: format!(
+                    "the agent's {what} asks for x402 version {shown}; interlingua pays version {paid} there"
+                ),
+            };
+        }
+        let Some(accepts) = doc.get("accepts").and_then(Value::as_array) else {
+            return Demand::Unpayable {
+                raw,
+                why: format!("the agent's {what} has no `accepts` list"),
+            };
         };
-        match doc.get("x402Version") {
-            Some(v) if v.as_u64() == Some(u64::from(wire::X402_VERSION)) => {}
-            other => {
-                return unpayable(format!(
-                    "the agent asks for x402 version {}; interlingua pays version 2 only",
-                    other.unwrap_or(&Value::Null)
-                ))
-            }
+        if version != Some(1) {
+            return Demand::Payable { header: raw, doc };
         }
-        if !doc.get("accepts").is_some_and(Value::is_array) {
-            return unpayable(
-                "the agent's x402.payment.required has no `accepts` list".to_string(),
-            );
-        }
+        let doc = serde_json::json!({
+            "x402Version": 1,
+            "error": doc.get("error"),
+            "accepts": accepts.iter().map(version_1_entry).collect::<Vec<_>>(),
+        });
         Demand::Payable { header: raw, doc }
+    }
+
+    /// The request header that carries a payment of this demand: `PAYMENT-SIGNATURE`, or
+    /// version 1's `X-PAYMENT`.
+    pub fn signature_header(&self) -> &'static str {
+        match self {
+            Demand::Payable { doc, .. } if is_version_1(doc) => wire::X_PAYMENT,
+            _ => PAYMENT_SIGNATURE,
+        }
     }
 
     /// The demand as the agent sent it, for the cost row.
@@ -190,7 +203,13 @@ impl Policy {
             .unwrap_or_default();
         let mut reasons = Vec::new();
         for entry in entries {
-            match self.allows(entry, spent) {
+            let allowed = match entry.get("scheme").and_then(Value::as_str) {
+                Some(scheme) if is_version_1(doc) && scheme != "exact" => Err(format!(
+                    "scheme `{scheme}` is not one interlingua pays in x402 version 1 (exact)"
+                )),
+                _ => self.allows(entry, spent),
+            };
+            match allowed {
                 Ok(offer) => return Ok(offer),
                 Err(why) => reasons.push(why),
             }
@@ -279,20 +298,31 @@ impl Policy {
     }
 
     /// `offer` signed: the `PaymentPayload` document itself, as a payment in band carries it.
+    /// For a version 1 demand, version 1's payload: the scheme and the network by name beside
+    /// the same signed authorization.
     pub fn payload(
         &self,
         doc: &Value,
         offer: &Offer,
         now_unix_secs: u64,
     ) -> Result<Value, SignError> {
-        build_payment_payload(
+        let payload = build_payment_payload(
             &self.wallet,
             &offer.entry,
             doc.get("resource"),
             doc.get("extensions"),
             now_unix_secs,
             Nonce::random()?,
-        )
+        )?;
+        if !is_version_1(doc) {
+            return Ok(payload);
+        }
+        Ok(serde_json::json!({
+            "x402Version": 1,
+            "scheme": offer.requirements.scheme,
+            "network": offer.entry.get(V1_NETWORK).unwrap_or(&Value::Null),
+            "payload": payload.get("payload").unwrap_or(&Value::Null),
+        }))
     }
 }
 
@@ -332,7 +362,8 @@ impl Asked<'_> {
         status: u16,
         headers: &[(String, String)],
     ) -> Cost {
-        let receipt_text = header(headers, PAYMENT_RESPONSE);
+        let receipt_text =
+            header(headers, PAYMENT_RESPONSE).or_else(|| header(headers, wire::X_PAYMENT_RESPONSE));
         let receipt = receipt_text.map(wire::decode_header::<SettleResponse>);
         let ok = (200..300).contains(&status);
         let (state, detail) = match (&receipt, status) {
@@ -506,6 +537,56 @@ pub fn settled_in_band(task_id: &str, route: &str, receipt: Option<&Value>) -> C
     }
 }
 
+/// Where a version 1 offer, read as version 2's, keeps its network's name.
+const V1_NETWORK: &str = "x402V1Network";
+
+/// The EVM networks x402 version 1 names, by chain id (the names of the x402 specification's
+/// version 1 and its SDKs; version 2 names them by CAIP-2 instead).
+const V1_NETWORKS: &[(&str, u64)] = &[
+    ("ethereum", 1),
+    ("base", 8453),
+    ("base-sepolia", 84532),
+    ("polygon", 137),
+    ("polygon-amoy", 80002),
+    ("avalanche", 43114),
+    ("avalanche-fuji", 43113),
+    ("abstract", 2741),
+    ("abstract-testnet", 11124),
+    ("iotex", 4689),
+    ("sei", 1329),
+    ("sei-testnet", 1328),
+    ("peaq", 3338),
+    ("story", 1513),
+    ("educhain", 656476),
+    ("celo", 42220),
+];
+
+fn is_version_1(doc: &Value) -> bool {
+    doc.get("x402Version").and_then(Value::as_u64) == Some(1)
+}
+
+/// A version 1 `accepts` entry read as version 2's, so that one policy and one signer serve
+/// both: its network by CAIP-2 (the name kept beside it), `maxAmountRequired` as `amount`. A
+/// network version 1 does not name on EVM stays as it is: the policy refuses it by name.
+fn version_1_entry(entry: &Value) -> Value {
+    let mut entry = entry.clone();
+    let Some(o) = entry.as_object_mut() else {
+        return entry;
+    };
+    let name = o.get("network").and_then(Value::as_str).map(str::to_string);
+    if let Some((name, id)) = name
+        .as_deref()
+        .and_then(|n| V1_NETWORKS.iter().find(|(known, _)| *known == n))
+    {
+        o.insert("network".into(), Value::String(format!("eip155:{id}")));
+        o.insert(V1_NETWORK.into(), Value::String((*name).to_string()));
+    }
+    if let Some(max) = o.remove("maxAmountRequired") {
+        o.insert("amount".into(), max);
+    }
+    entry
+}
+
 /// What an agent asking in band again says: the `error` of its fresh demand.
 fn asked_again_in_band(required: &Value) -> String {
     match required.get("error").and_then(Value::as_str) {
@@ -571,7 +652,7 @@ mod tests {
     }
 
     #[test]
-    fn a_version_2_header_is_payable_and_a_version_1_body_is_not() {
+    fn a_version_2_header_and_a_version_1_body_are_payable() {
         let doc = demand(vec![offer("eip155:31337", "10000")]);
         let h = headers("Payment-Required", &doc);
         assert_eq!(
@@ -581,16 +662,66 @@ mod tests {
                 doc
             })
         );
-        let v1 = json!({"x402Version": 1, "accepts": [{"scheme": "exact", "network": "base-sepolia",
-                        "maxAmountRequired": "10000"}]});
-        let Some(Demand::Unpayable { raw, why }) = Demand::read(&[], v1.to_string().as_bytes())
+        // Version 1: in the body, read as version 2's (the network by CAIP-2, its name kept;
+        // `maxAmountRequired` as `amount`), paid with X-PAYMENT.
+        let v1 = json!({"x402Version": 1, "error": "X-PAYMENT header is required",
+            "accepts": [{"scheme": "exact", "network": "base-sepolia", "maxAmountRequired": "10000",
+                "resource": "http://agent/start_job", "payTo": PAY_TO, "asset": TOKEN,
+                "maxTimeoutSeconds": 60, "extra": {"name": "USDC", "version": "2"}}]});
+        let read = Demand::read(&[], v1.to_string().as_bytes()).expect("a demand");
+        let Demand::Payable { header, doc } = &read else {
+            panic!("a payable v1 demand: {read:?}");
+        };
+        assert_eq!(header, &v1.to_string());
+        assert_eq!(read.signature_header(), "x-payment");
+        assert_eq!(
+            (&doc["accepts"][0]["network"], &doc["accepts"][0]["amount"]),
+            (&json!("eip155:84532"), &json!("10000"))
+        );
+        // Paid from a wallet on that network: version 1's payload, the same authorization.
+        let p = Policy::new(&X402Pay {
+            key: SecretKey(KEY.to_string()),
+            networks: vec!["eip155:84532".to_string()],
+            assets: vec![TOKEN.to_ascii_lowercase()],
+            max_per_call: 10_000,
+            max_per_task: 10_000,
+        })
+        .expect("a policy");
+        let chosen = p.choose(doc, 0).expect("within the policy");
+        let paid = p.payload(doc, &chosen, 1_780_000_000).expect("signed");
+        assert_eq!(
+            (&paid["x402Version"], &paid["scheme"], &paid["network"]),
+            (&json!(1), &json!("exact"), &json!("base-sepolia")),
+            "{paid}"
+        );
+        assert_eq!(paid["payload"]["authorization"]["value"], "10000", "{paid}");
+        assert_eq!(paid["payload"]["authorization"]["to"], PAY_TO, "{paid}");
+        assert!(paid.get("accepted").is_none(), "{paid}");
+        // In band too (the A2A x402 extension's examples are version 1's).
+        assert!(matches!(
+            Demand::in_band(&v1),
+            Demand::Payable { doc, .. } if doc["accepts"][0]["network"] == "eip155:84532"
+        ));
+        // Version 1 has no `upto`.
+        let upto = json!({"x402Version": 1, "accepts": [{"scheme": "upto", "network": "base-sepolia",
+            "maxAmountRequired": "10000", "resource": "r", "payTo": PAY_TO, "asset": TOKEN,
+            "maxTimeoutSeconds": 60}]});
+        let Some(Demand::Payable { doc, .. }) = Demand::read(&[], upto.to_string().as_bytes())
         else {
             panic!("a v1 demand");
         };
-        assert_eq!(raw, v1.to_string());
-        assert!(
-            why.contains("version 1") && why.contains("version 2 only"),
-            "{why}"
+        assert_eq!(
+            p.choose(&doc, 0).map_err(|r| r.why),
+            Err("the agent's offer is outside the route's policy: scheme `upto` is not one interlingua pays in x402 version 1 (exact)".to_string())
+        );
+        let v3 = json!({"x402Version": 3, "accepts": []});
+        let Some(Demand::Unpayable { why, .. }) = Demand::read(&[], v3.to_string().as_bytes())
+        else {
+            panic!("a v3 demand");
+        };
+        assert_eq!(
+            why,
+            "the agent's 402 body asks for x402 version 3; interlingua pays version 1 there"
         );
         assert_eq!(Demand::read(&[], br#"{"detail":"pay me"}"#), None);
         let Some(Demand::Unpayable { why, .. }) =
@@ -748,7 +879,10 @@ mod tests {
             .expect("within the policy");
         assert_eq!(chosen.amount, 10_000);
         for (bad, why) in [
-            (json!({"x402Version": 1, "accepts": []}), "version 1"),
+            (
+                json!({"x402Version": 3, "accepts": []}),
+                "version 3; interlingua pays version 1 or 2 there",
+            ),
             (json!({"x402Version": 2}), "no `accepts` list"),
         ] {
             match Demand::in_band(&bad) {

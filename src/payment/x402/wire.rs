@@ -22,6 +22,10 @@ pub const PAYMENT_REQUIRED: &str = "payment-required";
 pub const PAYMENT_SIGNATURE: &str = "payment-signature";
 /// Header of the answer to a paid request: the settlement's outcome.
 pub const PAYMENT_RESPONSE: &str = "payment-response";
+/// Version 1's header of a paid request, and of its answer's settlement
+/// (https://github.com/coinbase/x402/blob/main/specs/x402-specification-v1.md, "HTTP transport").
+pub const X_PAYMENT: &str = "x-payment";
+pub const X_PAYMENT_RESPONSE: &str = "x-payment-response";
 
 /// Where the payment goes to: the resource a 402 names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
