@@ -187,16 +187,12 @@ impl Engine {
             self.settled_in_band(t, task, &answer).await?;
             return Ok(answer);
         };
+        let demand = Demand::in_band(required);
         let asked = Asked {
             task_id: &task.id,
             route: &t.route,
             at: Utc::now(),
-            required: "",
-        };
-        let demand = Demand::in_band(required);
-        let asked = Asked {
             required: demand.raw(),
-            ..asked
         };
         let costs = self.costs(&task.id).await?;
         if costs.iter().any(awaits_receipt) {
