@@ -9,9 +9,11 @@
 //! | [`credits`] | the ledger's vocabulary: accounts, balances, rows, holds, captures, releases, the console's views of them |
 //! | `rows`      | the tasks table's SQL; a row that cannot be read is ended, not retried |
 //! | `ledger`    | the ledger's SQL: a hold in the transaction that checks the balance, one capture per (task, step) |
+//! | `documents` | the JSON documents the purchases, sales and escrow sales tables keep: encoded, decoded, read |
 //! | [`purchases`] | payments made on an agent's own rail, on the operator's account |
 //! | [`costs`] | the cost ledger: what interlingua paid agents that charge per call (x402), or refused to |
 //! | [`sales`] | payments a client made to interlingua on a rail (x402), and the ledger rows they move |
+//! | [`escrow_sales`] | jobs interlingua sold on an escrow rail (Masumi), one per task, and the ledger rows they move |
 //! | `writer`    | SQLite's one thread every write goes through, committing writes in groups (PostgreSQL's is `postgres::writer`) |
 //! | `readers`   | the read connections beside it |
 //! | `reports`   | what the operator's console reads: accounts, a task's ledger rows, spend per route and day |
@@ -24,6 +26,8 @@
 
 pub mod costs;
 pub mod credits;
+mod documents;
+pub mod escrow_sales;
 mod ledger;
 pub mod migrations;
 mod open;
@@ -43,6 +47,7 @@ pub use credits::{
     Account, AccountQuery, AccountSummary, Audit, Balance, Capture, DaySpend, HeldTask, Hold,
     LedgerRow, OpenHold, Settled, Settlement, Unstarted,
 };
+pub use escrow_sales::{EscrowMove, EscrowSale, EscrowState};
 pub use migrations::{Migrated, Migrations};
 pub use open::{migrate, open, Location};
 pub use postgres::{PgConfig, PgStore};

@@ -16,7 +16,8 @@
 //! replaced by one on the captures' time alone (every create writes three ledger rows, and
 //! each index cost each row an insert: bench/README.md, "Where the CPU went"); v7 the sales
 //! table (payments clients made on a rail of their own, x402); v8 the costs table (what
-//! interlingua paid agents on their rails, x402).
+//! interlingua paid agents on their rails, x402); v9 the escrow sales table (jobs interlingua
+//! sold as the seller on an escrow rail, Masumi).
 
 use rusqlite::Connection;
 
@@ -53,7 +54,8 @@ fn migration(backend: Backend, n: u32) -> String {
         (5, _) => V5,
         (6, _) => V6,
         (7, _) => V7,
-        (_, _) => V8,
+        (8, _) => V8,
+        (_, _) => V9,
     };
     let types: [(&str, &str); 5] = match backend {
         Backend::Sqlite => [
@@ -251,8 +253,34 @@ CREATE TABLE costs (
 CREATE INDEX costs_by_task ON costs (task_id, seq);
 ";
 
+/// v9: escrow sales, the jobs interlingua sold as the seller on an escrow rail (Masumi), one per
+/// task, living on after it (the chain decides hours later). A start sent again while its sale
+/// waits for the buyer's lock is the same job: at most one such sale per route, buyer's
+/// identifier and input hash (`escrow_sales_retry`, which also makes a concurrent twin insert
+/// nothing). The sweep reads the open sales by when they are due; the states are
+/// [`crate::EscrowState`]'s names, and the queries repeat these conditions to use the indexes.
+pub(crate) const V9: &str = "
+CREATE TABLE escrow_sales (
+    task_id    TEXT PRIMARY KEY,
+    route      TEXT NOT NULL,
+    rail       TEXT NOT NULL,
+    reference  TEXT,
+    client_ref TEXT NOT NULL,
+    input_hash TEXT NOT NULL,
+    state      TEXT NOT NULL,
+    due        TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    doc        TEXT NOT NULL
+);
+CREATE UNIQUE INDEX escrow_sales_retry ON escrow_sales (route, client_ref, input_hash)
+    WHERE state IN ('requesting', 'requested');
+CREATE INDEX escrow_sales_due ON escrow_sales (due)
+    WHERE state IN ('requesting', 'requested', 'locked', 'submitting', 'submitted');
+";
+
 /// The newest version this build knows (the same for both backends).
-pub const SUPPORTED: u32 = 8;
+pub const SUPPORTED: u32 = 9;
 
 /// What to do at `found`: `Ok(None)` nothing, `Ok(Some(from))` apply after `from`.
 pub(crate) fn judge(found: u32, mode: Migrations) -> Result<Option<u32>, StoreError> {

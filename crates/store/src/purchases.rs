@@ -6,8 +6,8 @@ use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::documents;
 use super::store::{backend, StoreError};
-use mapping::depth::Unwritable;
 use mapping::task::time::format_rfc3339_offset;
 
 /// Where a purchase stands, as interlingua follows it.
@@ -94,7 +94,7 @@ pub(crate) struct Record {
 impl Record {
     /// The record of `p`; [`StoreError::TooDeep`] if it could not be read back.
     pub(crate) fn new(p: &Purchase) -> Result<Record, StoreError> {
-        let doc = document(p, "purchase")?;
+        let doc = documents::encode(p, "purchase")?;
         Ok(Record {
             created_at: format_rfc3339_offset(p.created_at),
             updated_at: format_rfc3339_offset(p.updated_at),
@@ -103,19 +103,9 @@ impl Record {
     }
 }
 
-/// A record's JSON document, as a table's `doc` column keeps it; [`StoreError::TooDeep`] if it
-/// could not be read back.
-pub(crate) fn document<T: Serialize>(value: &T, what: &str) -> Result<String, StoreError> {
-    mapping::depth::readable_json(value).map_err(|e| match e {
-        Unwritable::TooDeep(deep) => deep.into(),
-        Unwritable::Json(e) => StoreError::Backend(format!("encoding {what}: {e}")),
-    })
-}
-
 /// A stored purchase's document, decoded.
 pub(crate) fn decode(doc: &str) -> Result<Purchase, StoreError> {
-    serde_json::from_str(doc)
-        .map_err(|e| StoreError::Backend(format!("decoding stored purchase: {e}")))
+    documents::decode(doc, "purchase")
 }
 
 /// Writes `p` (inserting it, or replacing the task's earlier record).
@@ -145,13 +135,10 @@ pub(super) fn save(c: &Connection, p: &Purchase) -> Result<(), StoreError> {
 
 /// The purchases made for a task (none, or one).
 pub(super) fn of_task(c: &Connection, task_id: &str) -> Result<Vec<Purchase>, StoreError> {
-    let mut s = c
-        .prepare_cached("SELECT doc FROM purchases WHERE task_id = ?1")
-        .map_err(backend)?;
-    let docs = s
-        .query_map(params![task_id], |r| r.get::<_, String>(0))
-        .map_err(backend)?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(backend)?;
-    docs.iter().map(|d| decode(d)).collect()
+    documents::all(
+        c,
+        "SELECT doc FROM purchases WHERE task_id = ?1",
+        [task_id],
+        decode,
+    )
 }

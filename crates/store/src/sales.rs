@@ -8,11 +8,12 @@
 //! crash between the two is found and resolved, never sent blind a second time.
 
 use chrono::{DateTime, Utc};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::credits::{Account, Balance};
+use super::documents;
 use super::store::{backend, StoreError};
 use mapping::task::time::format_rfc3339_offset;
 
@@ -115,7 +116,7 @@ impl Record {
     /// The record of `s`; [`StoreError::TooDeep`] if it could not be read back.
     pub(crate) fn new(s: &Sale) -> Result<Record, StoreError> {
         Ok(Record {
-            doc: super::purchases::document(s, "sale")?,
+            doc: documents::encode(s, "sale")?,
             deadline: format_rfc3339_offset(s.deadline),
             created_at: format_rfc3339_offset(s.created_at),
             updated_at: format_rfc3339_offset(s.updated_at),
@@ -125,7 +126,7 @@ impl Record {
 
 /// A stored sale's document, decoded.
 pub(crate) fn decode(doc: &str) -> Result<Sale, StoreError> {
-    serde_json::from_str(doc).map_err(|e| StoreError::Backend(format!("decoding stored sale: {e}")))
+    documents::decode(doc, "sale")
 }
 
 /// The ledger note of a sale's grant and revoke rows, by which `credits verify` finds them.
@@ -203,19 +204,21 @@ pub(super) fn save(
 
 /// The sale with this reference.
 pub(super) fn get(c: &Connection, reference: &str) -> Result<Option<Sale>, StoreError> {
-    let doc: Option<String> = c
-        .prepare_cached("SELECT doc FROM sales WHERE reference = ?1")
-        .and_then(|mut st| st.query_row([reference], |r| r.get(0)).optional())
-        .map_err(backend)?;
-    doc.as_deref().map(decode).transpose()
+    documents::one(
+        c,
+        "SELECT doc FROM sales WHERE reference = ?1",
+        [reference],
+        decode,
+    )
 }
 
 /// The sales of a task, oldest first.
 pub(super) fn of_task(c: &Connection, task_id: &str) -> Result<Vec<Sale>, StoreError> {
-    docs(
+    documents::all(
         c,
         "SELECT doc FROM sales WHERE task_id = ?1 ORDER BY created_at",
         [task_id],
+        decode,
     )
 }
 
@@ -241,15 +244,5 @@ pub(crate) fn in_states_sql(states: &[SaleState]) -> String {
 
 /// The sales in one of `states`, oldest first.
 pub(super) fn in_states(c: &Connection, states: &[SaleState]) -> Result<Vec<Sale>, StoreError> {
-    docs(c, &in_states_sql(states), [])
-}
-
-fn docs(c: &Connection, sql: &str, params: impl rusqlite::Params) -> Result<Vec<Sale>, StoreError> {
-    let mut st = c.prepare_cached(sql).map_err(backend)?;
-    let docs = st
-        .query_map(params, |r| r.get::<_, String>(0))
-        .map_err(backend)?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(backend)?;
-    docs.iter().map(|d| decode(d)).collect()
+    documents::all(c, &in_states_sql(states), [], decode)
 }

@@ -15,6 +15,7 @@ use async_trait::async_trait;
 use rusqlite::Connection;
 
 use super::costs::{Cost, CostState};
+use super::escrow_sales::{self, EscrowMove, EscrowSale, EscrowState, Moves};
 use super::ledger;
 use super::migrations::Migrations;
 use super::purchases::Purchase;
@@ -223,6 +224,38 @@ pub trait TaskStore: Send + Sync {
     /// The sales not settled and not void (open, failed or unknown), oldest first: what the
     /// credits check looks at.
     async fn unsettled_sales(&self) -> Result<Vec<Sale>, StoreError>;
+    /// Stores a new task (no credits) and its escrow sale in one transaction. When a sale for
+    /// the same route, client reference and input hash is still requesting or requested,
+    /// nothing is written and that sale is returned: a start sent again is the same job (two
+    /// sent at once store one). [`StoreError::Duplicate`] when the task's id is taken; a
+    /// [`StoreError::Backend`] when the sale is not the task's.
+    async fn open_escrow_sale(
+        &self,
+        task: &Task,
+        sale: &EscrowSale,
+    ) -> Result<Option<EscrowSale>, StoreError>;
+    /// Writes `sale` over its record if that is still in state `from`, moving the ledger as
+    /// `money` says, in one transaction. `false` (nothing written) when the record had moved
+    /// on. A [`StoreError::Backend`], nothing written, when `money` does not fit the move (see
+    /// [`EscrowMove`]): so each sale's funds are granted once and closed once.
+    async fn save_escrow_sale(
+        &self,
+        sale: &EscrowSale,
+        from: EscrowState,
+        money: &EscrowMove,
+    ) -> Result<bool, StoreError>;
+    /// The escrow sale of a task.
+    async fn escrow_sale(&self, task_id: &str) -> Result<Option<EscrowSale>, StoreError>;
+    /// The sales not final whose `due` is at or before `now`, soonest due first, at most
+    /// `limit`.
+    async fn escrow_sales_due(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+        limit: u32,
+    ) -> Result<Vec<EscrowSale>, StoreError>;
+    /// The latest sales (by `created_at`, newest first), only the open ones when `open`, at
+    /// most `limit`: the console's list.
+    async fn escrow_sales(&self, open: bool, limit: u32) -> Result<Vec<EscrowSale>, StoreError>;
 
     // The operator's console: reads only, each a bounded number of statements.
 
@@ -792,6 +825,63 @@ impl TaskStore for SqliteStore {
             super::sales::in_states(c, super::sales::UNSETTLED)
         })
         .await
+    }
+
+    async fn open_escrow_sale(
+        &self,
+        task: &Task,
+        sale: &EscrowSale,
+    ) -> Result<Option<EscrowSale>, StoreError> {
+        escrow_sales::belongs_to(task, sale)?;
+        let row = Row::new(task)?;
+        let record = escrow_sales::Record::new(sale)?;
+        let sale = sale.clone();
+        let (holder, until) = self.lease();
+        self.writer
+            .run(move |c| {
+                if !escrow_sales::insert(c, &sale, &record)? {
+                    // The writer runs one job at a time: the twin is there, in this transaction.
+                    return escrow_sales::twin(c, &sale)?
+                        .map(Some)
+                        .ok_or(StoreError::Conflict);
+                }
+                rows::insert(c, &row, (&holder, until))?;
+                Ok(None)
+            })
+            .await
+    }
+
+    async fn save_escrow_sale(
+        &self,
+        sale: &EscrowSale,
+        from: EscrowState,
+        money: &EscrowMove,
+    ) -> Result<bool, StoreError> {
+        let moves = Moves::of(sale, from, money)?;
+        let record = escrow_sales::Record::new(sale)?;
+        let sale = sale.clone();
+        self.writer
+            .run(move |c| escrow_sales::save(c, &sale, &record, from, &moves))
+            .await
+    }
+
+    async fn escrow_sale(&self, task_id: &str) -> Result<Option<EscrowSale>, StoreError> {
+        let id = task_id.to_string();
+        self.read(false, move |c| escrow_sales::get(c, &id)).await
+    }
+
+    async fn escrow_sales_due(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+        limit: u32,
+    ) -> Result<Vec<EscrowSale>, StoreError> {
+        self.read(false, move |c| escrow_sales::due(c, now, limit))
+            .await
+    }
+
+    async fn escrow_sales(&self, open: bool, limit: u32) -> Result<Vec<EscrowSale>, StoreError> {
+        self.read(false, move |c| escrow_sales::latest(c, open, limit))
+            .await
     }
 
     async fn accounts(

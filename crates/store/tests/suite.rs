@@ -10,8 +10,8 @@ use std::time::Duration;
 use chrono::Utc;
 use mapping::task::{Status, Task};
 use store::{
-    Account, AccountQuery, Capture, DaySpend, Hold, Leases, LedgerRow, Location, Migrations,
-    Settlement, StoreError, TaskQuery, TaskStore,
+    Account, AccountQuery, Capture, DaySpend, EscrowMove, EscrowSale, EscrowState, Hold, Leases,
+    LedgerRow, Location, Migrations, Settlement, StoreError, TaskQuery, TaskStore,
 };
 use testkit::postgres::Postgres;
 
@@ -153,6 +153,12 @@ both!(
     spend_by_day_sums_captures_per_route_and_day_from_the_day_given,
     a_store_at_v4_upgrades_to_v6_with_the_ledgers_index,
     a_sale_opens_once_and_moves_only_from_the_state_it_was_read_in,
+    an_escrow_sale_sent_again_while_it_waits_for_its_lock_is_the_same_job,
+    twin_escrow_sales_opened_at_once_store_one_task_and_one_sale,
+    an_escrow_sale_moves_only_from_the_state_it_was_read_in_and_as_its_money_fits,
+    an_escrow_sale_withdrawn_after_its_task_ended_is_captured_from_the_balance_once,
+    an_escrow_sale_closed_while_its_task_runs_takes_from_the_hold_and_revokes_the_rest,
+    escrow_sales_due_are_the_open_ones_soonest_first_and_the_list_is_newest_first,
 );
 
 async fn insert_get_update_with_versions(db: Db) {
@@ -1260,9 +1266,11 @@ async fn a_store_at_v4_upgrades_to_v6_with_the_ledgers_index(db: Db) {
         format!("{count} ('ledger_by_task', 'ledger_by_kind')"),
         format!("{count} ('ledger_captures_by_time')"),
     );
-    // A store at v4 had neither v6's index nor the tables of v7 (sales) and v8 (costs).
+    // A store at v4 had neither v6's index nor the tables of v7 (sales), v8 (costs) and v9
+    // (escrow_sales).
     db.execute(&format!(
-        "DROP INDEX ledger_captures_by_time; DROP TABLE sales; DROP TABLE costs; {to_v4}"
+        "DROP INDEX ledger_captures_by_time; DROP TABLE sales; DROP TABLE costs;
+         DROP TABLE escrow_sales; {to_v4}"
     ))
     .await;
     assert_eq!((db.number(&v5).await, db.number(&v6).await), (0, 0));
@@ -1658,4 +1666,489 @@ async fn a_sale_opens_once_and_moves_only_from_the_state_it_was_read_in(db: Db) 
     assert_eq!(store.sales(&task.id).await.unwrap(), vec![sale]);
     assert!(store.open_sales().await.unwrap().is_empty());
     assert!(store.unsettled_sales().await.unwrap().is_empty());
+}
+
+/// A sale of `task` as a start records it, before the node is asked: the buyer's identifier
+/// `client_ref`, due at once.
+fn escrow_sale(task: &Task, client_ref: &str) -> EscrowSale {
+    EscrowSale {
+        task_id: task.id.clone(),
+        route: task.route.clone(),
+        rail: "masumi".to_string(),
+        reference: None,
+        client_ref: client_ref.to_string(),
+        input_hash: "ab".repeat(32),
+        state: EscrowState::Requesting,
+        due: task.created_at,
+        detail: None,
+        request: Some(serde_json::json!({"identifierFromPurchaser": client_ref})),
+        service: None,
+        plan: None,
+        subject: None,
+        amount: None,
+        result_hash: None,
+        calls: Vec::new(),
+        created_at: task.created_at,
+        updated_at: task.created_at,
+    }
+}
+
+/// Moves a stored `sale` (requesting) through the node's answer to its buyer's lock of `amount`
+/// from `buyer`'s wallet; the sale as stored then.
+async fn lock_escrow(
+    store: &Arc<dyn TaskStore>,
+    sale: &EscrowSale,
+    buyer: &str,
+    amount: u64,
+) -> EscrowSale {
+    let requested = EscrowSale {
+        state: EscrowState::Requested,
+        reference: Some(format!("bc-{}", sale.client_ref)),
+        service: Some(serde_json::json!({"onChainState": null})),
+        ..sale.clone()
+    };
+    let moved = store
+        .save_escrow_sale(&requested, EscrowState::Requesting, &EscrowMove::None)
+        .await;
+    assert_eq!(moved, Ok(true));
+    let locked = EscrowSale {
+        state: EscrowState::Locked,
+        plan: Some("masumi:lovelace".to_string()),
+        subject: Some(format!("preprod:{buyer}")),
+        amount: Some(amount),
+        service: Some(serde_json::json!({"onChainState": "FundsLocked"})),
+        ..requested
+    };
+    let lock = EscrowMove::Lock {
+        account: locked.account().unwrap(),
+        amount,
+    };
+    let moved = store
+        .save_escrow_sale(&locked, EscrowState::Requested, &lock)
+        .await;
+    assert_eq!(moved, Ok(true));
+    locked
+}
+
+/// The kinds and amounts of a task's ledger rows, in the order written.
+async fn task_rows(store: &Arc<dyn TaskStore>, task_id: &str) -> Vec<(String, i64)> {
+    store
+        .ledger_of_task(task_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.kind, r.amount))
+        .collect()
+}
+
+async fn an_escrow_sale_sent_again_while_it_waits_for_its_lock_is_the_same_job(db: Db) {
+    let store = db.store().await;
+    let first = Task::new("sell", Utc::now());
+    let sale = escrow_sale(&first, "aabbccddeeff0011");
+    assert_eq!(store.open_escrow_sale(&first, &sale).await, Ok(None));
+    assert_eq!(store.escrow_sale(&first.id).await, Ok(Some(sale.clone())));
+    assert_eq!(store.get(&first.id).await.unwrap().unwrap().task, first);
+
+    // The same route, identifier and input hash while the first waits: the first, nothing stored.
+    let again = Task::new("sell", Utc::now());
+    let twin = escrow_sale(&again, "aabbccddeeff0011");
+    assert_eq!(
+        store.open_escrow_sale(&again, &twin).await,
+        Ok(Some(sale.clone()))
+    );
+    assert_eq!(store.get(&again.id).await, Ok(None));
+    assert_eq!(store.escrow_sale(&again.id).await, Ok(None));
+    // Another input, or another route, is another job.
+    let other_input = Task::new("sell", Utc::now());
+    let other = EscrowSale {
+        input_hash: "cd".repeat(32),
+        ..escrow_sale(&other_input, "aabbccddeeff0011")
+    };
+    assert_eq!(store.open_escrow_sale(&other_input, &other).await, Ok(None));
+    let other_route = Task::new("sell-too", Utc::now());
+    let other = escrow_sale(&other_route, "aabbccddeeff0011");
+    assert_eq!(store.open_escrow_sale(&other_route, &other).await, Ok(None));
+
+    // Still the same job once the node made the payment request...
+    let requested = EscrowSale {
+        state: EscrowState::Requested,
+        ..sale.clone()
+    };
+    let moved = store
+        .save_escrow_sale(&requested, EscrowState::Requesting, &EscrowMove::None)
+        .await;
+    assert_eq!(moved, Ok(true));
+    assert_eq!(
+        store.open_escrow_sale(&again, &twin).await,
+        Ok(Some(requested.clone()))
+    );
+    // ...and a new one once its buyer locked funds.
+    let locked = EscrowSale {
+        state: EscrowState::Locked,
+        plan: Some("masumi:lovelace".to_string()),
+        subject: Some("preprod:buyer".to_string()),
+        amount: Some(5),
+        ..requested
+    };
+    let lock = EscrowMove::Lock {
+        account: locked.account().unwrap(),
+        amount: 5,
+    };
+    let moved = store
+        .save_escrow_sale(&locked, EscrowState::Requested, &lock)
+        .await;
+    assert_eq!(moved, Ok(true));
+    assert_eq!(store.open_escrow_sale(&again, &twin).await, Ok(None));
+    assert_eq!(store.get(&again.id).await.unwrap().unwrap().task, again);
+    assert_eq!(store.escrow_sale(&again.id).await, Ok(Some(twin)));
+
+    // A task's id is taken once: nothing written.
+    let taken = escrow_sale(&first, "0011223344556677");
+    assert_eq!(
+        store.open_escrow_sale(&first, &taken).await,
+        Err(StoreError::Duplicate(first.id.clone()))
+    );
+    assert_eq!(store.escrow_sale(&first.id).await, Ok(Some(locked)));
+    // A sale that is not the task's is refused.
+    let elsewhere = Task::new("sell", Utc::now());
+    assert!(matches!(
+        store.open_escrow_sale(&elsewhere, &taken).await,
+        Err(StoreError::Backend(_))
+    ));
+    assert_eq!(store.get(&elsewhere.id).await, Ok(None));
+}
+
+async fn twin_escrow_sales_opened_at_once_store_one_task_and_one_sale(db: Db) {
+    let store = db.store().await;
+    let tasks: Vec<Task> = (0..8).map(|_| Task::new("sell", Utc::now())).collect();
+    let opens: Vec<_> = tasks
+        .iter()
+        .map(|task| {
+            let (store, task) = (store.clone(), task.clone());
+            tokio::spawn(async move {
+                let sale = escrow_sale(&task, "aabbccddeeff0011");
+                store.open_escrow_sale(&task, &sale).await.unwrap()
+            })
+        })
+        .collect();
+    let mut opened = Vec::new();
+    for open in opens {
+        opened.push(open.await.unwrap());
+    }
+    let stored: Vec<&Task> = {
+        let mut stored = Vec::new();
+        for task in &tasks {
+            if store.get(&task.id).await.unwrap().is_some() {
+                stored.push(task);
+            }
+        }
+        stored
+    };
+    assert_eq!(stored.len(), 1, "one task stored");
+    let sale = store.escrow_sale(&stored[0].id).await.unwrap().unwrap();
+    // The one that stored it heard `None`; every other start, that sale.
+    assert_eq!(opened.iter().filter(|o| o.is_none()).count(), 1);
+    assert!(opened.iter().flatten().all(|twin| *twin == sale));
+    assert_eq!(store.escrow_sales(false, 100).await.unwrap(), [sale]);
+}
+
+async fn an_escrow_sale_moves_only_from_the_state_it_was_read_in_and_as_its_money_fits(db: Db) {
+    let store = db.store().await;
+    let task = Task::new("sell", Utc::now());
+    let sale = escrow_sale(&task, "aabbccddeeff0011");
+    store.open_escrow_sale(&task, &sale).await.unwrap();
+    let locked = EscrowSale {
+        state: EscrowState::Locked,
+        plan: Some("masumi:lovelace".to_string()),
+        subject: Some("preprod:buyer".to_string()),
+        amount: Some(10),
+        ..sale.clone()
+    };
+    let account = locked.account().unwrap();
+    let lock = EscrowMove::Lock {
+        account: account.clone(),
+        amount: 10,
+    };
+    // Read as requested, but it is requesting: nothing written, nothing granted.
+    let moved = store
+        .save_escrow_sale(&locked, EscrowState::Requested, &lock)
+        .await;
+    assert_eq!(moved, Ok(false));
+    assert_eq!(store.escrow_sale(&task.id).await, Ok(Some(sale.clone())));
+    assert_eq!(store.balance(&account).await.unwrap().granted, 0);
+    // Money that does not fit the move: refused, nothing written.
+    let misfits = [
+        (
+            EscrowMove::Lock {
+                account: Account::new("masumi:lovelace", "preprod:someone-else"),
+                amount: 10,
+            },
+            locked.clone(),
+        ),
+        (
+            EscrowMove::Lock {
+                account: account.clone(),
+                amount: 11,
+            },
+            locked.clone(),
+        ),
+        (
+            lock.clone(),
+            EscrowSale {
+                state: EscrowState::Submitted,
+                ..locked.clone()
+            },
+        ),
+        (
+            EscrowMove::Close { captured: 10 },
+            EscrowSale {
+                state: EscrowState::Withdrawn,
+                ..locked.clone()
+            },
+        ),
+        // Locked without its grant.
+        (EscrowMove::None, locked.clone()),
+    ];
+    for (money, to) in misfits {
+        let refused = store
+            .save_escrow_sale(&to, EscrowState::Requesting, &money)
+            .await;
+        assert!(matches!(refused, Err(StoreError::Backend(_))), "{money:?}");
+    }
+    assert_eq!(store.escrow_sale(&task.id).await, Ok(Some(sale)));
+    let moved = store
+        .save_escrow_sale(&locked, EscrowState::Requesting, &lock)
+        .await;
+    assert_eq!(moved, Ok(true));
+    // Locked once: a second lock read in the state before is not written, nor granted again.
+    let moved = store
+        .save_escrow_sale(&locked, EscrowState::Requesting, &lock)
+        .await;
+    assert_eq!(moved, Ok(false));
+    let b = store.balance(&account).await.unwrap();
+    assert_eq!((b.granted, b.held), (10, 10));
+    // A close withdrawing more than was locked, or to a state that is not final, a final state
+    // without a close, a way back: refused.
+    let withdrawn = EscrowSale {
+        state: EscrowState::Withdrawn,
+        ..locked.clone()
+    };
+    let requested = EscrowSale {
+        state: EscrowState::Requested,
+        ..locked.clone()
+    };
+    for (money, to) in [
+        (EscrowMove::Close { captured: 11 }, withdrawn.clone()),
+        (EscrowMove::Close { captured: 10 }, locked.clone()),
+        (EscrowMove::None, withdrawn),
+        (EscrowMove::None, requested),
+    ] {
+        let refused = store
+            .save_escrow_sale(&to, EscrowState::Locked, &money)
+            .await;
+        assert!(matches!(refused, Err(StoreError::Backend(_))), "{money:?}");
+    }
+    assert_eq!(store.escrow_sale(&task.id).await, Ok(Some(locked)));
+    assert_eq!(task_rows(&store, &task.id).await, [("hold".into(), 10)]);
+}
+
+async fn an_escrow_sale_withdrawn_after_its_task_ended_is_captured_from_the_balance_once(db: Db) {
+    let store = db.store().await;
+    let mut task = Task::new("sell", Utc::now());
+    let sale = escrow_sale(&task, "aabbccddeeff0011");
+    store.open_escrow_sale(&task, &sale).await.unwrap();
+    let locked = lock_escrow(&store, &sale, "buyer", 100).await;
+    let account = locked.account().unwrap();
+    // The job runs and ends: the store releases its hold, as for every task.
+    task.status = Status::Completed;
+    let (_, settled) = store
+        .update_and_settle(&task, 1, &Settlement::default())
+        .await
+        .unwrap();
+    assert_eq!(settled.released, 100);
+    let submitted = EscrowSale {
+        state: EscrowState::Submitted,
+        result_hash: Some("cd".repeat(32)),
+        ..locked
+    };
+    let moved = store
+        .save_escrow_sale(&submitted, EscrowState::Locked, &EscrowMove::None)
+        .await;
+    assert_eq!(moved, Ok(true));
+    // Hours later, the chain's verdict: the seller withdrew it all.
+    let withdrawn = EscrowSale {
+        state: EscrowState::Withdrawn,
+        ..submitted
+    };
+    let close = EscrowMove::Close { captured: 100 };
+    let moved = store
+        .save_escrow_sale(&withdrawn, EscrowState::Submitted, &close)
+        .await;
+    assert_eq!(moved, Ok(true));
+    // Seen twice (two sweeps, two instances): closed once.
+    let moved = store
+        .save_escrow_sale(&withdrawn, EscrowState::Submitted, &close)
+        .await;
+    assert_eq!(moved, Ok(false));
+    assert_eq!(
+        task_rows(&store, &task.id).await,
+        [
+            ("hold".into(), 100),
+            ("release".into(), 100),
+            ("capture".into(), 100)
+        ]
+    );
+    let capture = store.ledger_of_task(&task.id).await.unwrap().pop().unwrap();
+    assert_eq!(
+        (capture.step_id.as_deref(), capture.from_hold),
+        (Some("masumi:withdrawn"), 0)
+    );
+    assert_ledger(
+        &store,
+        &account,
+        &[
+            ("grant", 100, 0, Some("masumi locked bc-aabbccddeeff0011")),
+            ("hold", 100, 0, None),
+            ("release", 100, 0, None),
+            ("capture", 100, 0, None),
+        ],
+        (100, 0, 0),
+    )
+    .await;
+    assert_eq!(store.balance(&account).await.unwrap().granted, 100);
+    assert_eq!(store.escrow_sale(&task.id).await, Ok(Some(withdrawn)));
+}
+
+async fn an_escrow_sale_closed_while_its_task_runs_takes_from_the_hold_and_revokes_the_rest(
+    db: Db,
+) {
+    let store = db.store().await;
+    // Refunded: nothing captured, the hold released, the grant revoked.
+    let refunded_task = Task::new("sell", Utc::now());
+    let sale = escrow_sale(&refunded_task, "aabbccddeeff0011");
+    store.open_escrow_sale(&refunded_task, &sale).await.unwrap();
+    let locked = lock_escrow(&store, &sale, "ann", 100).await;
+    let refunded = EscrowSale {
+        state: EscrowState::Refunded,
+        ..locked.clone()
+    };
+    let moved = store
+        .save_escrow_sale(
+            &refunded,
+            EscrowState::Locked,
+            &EscrowMove::Close { captured: 0 },
+        )
+        .await;
+    assert_eq!(moved, Ok(true));
+    assert_ledger(
+        &store,
+        &locked.account().unwrap(),
+        &[
+            ("grant", 100, 0, Some("masumi locked bc-aabbccddeeff0011")),
+            ("hold", 100, 0, None),
+            ("release", 100, 0, None),
+            (
+                "revoke",
+                100,
+                0,
+                Some("masumi refunded bc-aabbccddeeff0011"),
+            ),
+        ],
+        (0, 0, 0),
+    )
+    .await;
+    assert_eq!(
+        store
+            .balance(&locked.account().unwrap())
+            .await
+            .unwrap()
+            .granted,
+        0
+    );
+    // Split: what the seller withdrew comes out of the hold, the rest goes back.
+    let split_task = Task::new("sell", Utc::now());
+    let sale = escrow_sale(&split_task, "0011223344556677");
+    store.open_escrow_sale(&split_task, &sale).await.unwrap();
+    let locked = lock_escrow(&store, &sale, "bob", 100).await;
+    let split = EscrowSale {
+        state: EscrowState::Split,
+        ..locked.clone()
+    };
+    let moved = store
+        .save_escrow_sale(
+            &split,
+            EscrowState::Locked,
+            &EscrowMove::Close { captured: 60 },
+        )
+        .await;
+    assert_eq!(moved, Ok(true));
+    assert_ledger(
+        &store,
+        &locked.account().unwrap(),
+        &[
+            ("grant", 100, 0, Some("masumi locked bc-0011223344556677")),
+            ("hold", 100, 0, None),
+            ("capture", 60, 60, None),
+            ("release", 40, 0, None),
+            ("revoke", 40, 0, Some("masumi refunded bc-0011223344556677")),
+        ],
+        (60, 0, 0),
+    )
+    .await;
+}
+
+async fn escrow_sales_due_are_the_open_ones_soonest_first_and_the_list_is_newest_first(db: Db) {
+    use chrono::TimeDelta;
+    let store = db.store().await;
+    let now = Utc::now();
+    // Created a second apart, oldest first; due in the order c, a, then b (not yet), d final.
+    let mut sales = Vec::new();
+    for (i, due) in [-2, 5, -3, -10].into_iter().enumerate() {
+        let task = Task::new("sell", now + TimeDelta::seconds(i as i64 - 10));
+        let sale = EscrowSale {
+            due: now + TimeDelta::seconds(due),
+            ..escrow_sale(&task, &format!("aabbccddeeff00{i:02}"))
+        };
+        assert_eq!(store.open_escrow_sale(&task, &sale).await, Ok(None));
+        sales.push(sale);
+    }
+    let refused = EscrowSale {
+        state: EscrowState::Refused,
+        detail: Some("the node refused the payment request".to_string()),
+        ..sales[3].clone()
+    };
+    let moved = store
+        .save_escrow_sale(&refused, EscrowState::Requesting, &EscrowMove::None)
+        .await;
+    assert_eq!(moved, Ok(true));
+    let (a, b, c) = (sales[0].clone(), sales[1].clone(), sales[2].clone());
+    assert_eq!(
+        store.escrow_sales_due(now, 10).await.unwrap(),
+        [c.clone(), a.clone()]
+    );
+    assert_eq!(
+        store.escrow_sales_due(now, 1).await.unwrap(),
+        std::slice::from_ref(&c)
+    );
+    assert_eq!(
+        store
+            .escrow_sales_due(now + TimeDelta::seconds(5), 10)
+            .await
+            .unwrap(),
+        [c.clone(), a.clone(), b.clone()]
+    );
+    // Due at the same instant, to the nanosecond: due.
+    assert_eq!(
+        store.escrow_sales_due(a.due, 10).await.unwrap(),
+        [c.clone(), a.clone()]
+    );
+    assert_eq!(
+        store.escrow_sales(false, 10).await.unwrap(),
+        [refused, c.clone(), b.clone(), a.clone()]
+    );
+    assert_eq!(
+        store.escrow_sales(true, 10).await.unwrap(),
+        [c.clone(), b, a]
+    );
+    assert_eq!(store.escrow_sales(true, 1).await.unwrap(), [c]);
 }

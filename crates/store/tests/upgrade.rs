@@ -28,7 +28,7 @@ async fn a_store_made_by_the_release_before_opens_and_upgrades() {
     assert_eq!(user_version(dir.path()), 0);
     let store = SqliteStore::open(dir.path()).unwrap();
     assert_eq!(user_version(dir.path()), SUPPORTED);
-    assert_eq!(SUPPORTED, 8);
+    assert_eq!(SUPPORTED, 9);
     let a = store.get("task-a").await.unwrap().unwrap();
     assert_eq!(
         (a.version, a.task.conversation.as_deref()),
@@ -101,6 +101,8 @@ async fn a_store_made_by_the_release_before_opens_and_upgrades() {
         .map(|d| (d.route, d.day, d.credits))
         .collect();
     assert_eq!(spend, [("r".into(), "2026-11-25".into(), 3)]);
+    // v9's table, empty.
+    assert_eq!(store.escrow_sales(false, 10).await.unwrap(), []);
     drop(store);
     // Opening again changes nothing.
     SqliteStore::open(dir.path()).unwrap();

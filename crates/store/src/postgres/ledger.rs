@@ -7,7 +7,7 @@
 use deadpool_postgres::GenericClient;
 
 use super::Fail;
-use crate::credits::{Account, Balance, LedgerRow};
+use crate::credits::{Account, Balance, LedgerRow, Settled, Settlement};
 use crate::ledger::{balance_of, compare, Planned, FROM_ROWS, LEDGER_COLUMNS};
 use crate::store::StoreError;
 
@@ -164,14 +164,81 @@ pub(super) async fn plan_of_hold(
     Ok(c.query_opt(&stmt, &[&task]).await?.map(|r| r.get(0)))
 }
 
-/// Releases what is left of the task's hold (in the settlement function of `settle.sql`, as every
-/// settlement on PostgreSQL); how much.
-pub(super) async fn release(c: &impl GenericClient, task: &str) -> Result<u64, Fail> {
-    let stmt = c
-        .prepare_cached("SELECT settled_released FROM interlingua_settle($1, '{}', '{}', true, $2)")
+/// Takes back up to `amount` granted to `a` that it was never owed, as far as the available
+/// balance has it (the account's row locked): a revoke never takes a balance below zero.
+/// Returns what was taken.
+pub(super) async fn revoke(
+    c: &impl GenericClient,
+    a: &Account,
+    amount: i64,
+    note: &str,
+) -> Result<i64, Fail> {
+    let taken = amount.min(balance(c, a, true).await?.available()).max(0);
+    if taken > 0 {
+        grant(c, a, -taken, Some(note)).await?;
+    }
+    Ok(taken)
+}
+
+/// A settlement as one statement (the settlement function of `settle.sql`): the task, its
+/// captures' steps and amounts ([`Captures`]), whether to release, the rows' time.
+pub(super) const SETTLE: &str = "SELECT * FROM interlingua_settle($1, $2, $3, $4, $5)";
+
+/// A settlement's captures as the functions of `settle.sql` take them: the steps and the
+/// amounts, side by side.
+pub(super) struct Captures {
+    pub(super) steps: Vec<String>,
+    pub(super) amounts: Vec<i64>,
+}
+
+impl Captures {
+    pub(super) fn of(s: &Settlement) -> Captures {
+        Captures {
+            steps: s.captures.iter().map(|c| c.step_id.clone()).collect(),
+            amounts: s.captures.iter().map(|c| c.amount as i64).collect(),
+        }
+    }
+}
+
+/// What a settlement function answered.
+pub(super) fn settled(captured: i64, released: i64) -> Settled {
+    Settled {
+        captured: captured.max(0) as u64,
+        released: released.max(0) as u64,
+    }
+}
+
+/// Captures and releases for one task, in the caller's transaction (with no update of the task:
+/// those go through the writer).
+pub(super) async fn settle(
+    c: &impl GenericClient,
+    task: &str,
+    s: &Settlement,
+) -> Result<Settled, Fail> {
+    let stmt = c.prepare_cached(SETTLE).await?;
+    let captures = Captures::of(s);
+    let r = c
+        .query_one(
+            &stmt,
+            &[
+                &task,
+                &captures.steps,
+                &captures.amounts,
+                &s.release,
+                &now(),
+            ],
+        )
         .await?;
-    let released: i64 = c.query_one(&stmt, &[&task, &now()]).await?.get(0);
-    Ok(released.max(0) as u64)
+    Ok(settled(r.get(0), r.get(1)))
+}
+
+/// Releases what is left of the task's hold; how much.
+pub(super) async fn release(c: &impl GenericClient, task: &str) -> Result<u64, Fail> {
+    let release = Settlement {
+        captures: Vec::new(),
+        release: true,
+    };
+    Ok(settle(c, task, &release).await?.released)
 }
 
 /// An account's rows, newest first.

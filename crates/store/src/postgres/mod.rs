@@ -9,6 +9,7 @@
 //! | `purchases` | the purchases table's SQL |
 //! | `costs` | the costs table's SQL |
 //! | `sales` | the sales table's SQL, with the ledger rows a sale moves |
+//! | `escrow_sales` | the escrow_sales table's SQL, with the ledger rows a sale moves |
 //! | `reports`   | what the operator's console reads: accounts, a task's ledger rows, spend per route and day |
 //! | `writer`    | the group commit of a create's writes (holds, updates, settlements) |
 //! | `settle.sql`| migration v4: a settlement, and an update with its settlement, as one statement each |
@@ -24,6 +25,7 @@
 //! deadline, after which the store answers `PostgreSQL unreachable: …`.
 
 mod costs;
+mod escrow_sales;
 mod ledger;
 mod purchases;
 mod reports;
@@ -42,6 +44,7 @@ use crate::credits::{
     Account, AccountQuery, AccountSummary, Audit, Balance, Capture, DaySpend, Hold, LedgerRow,
     Settled, Settlement,
 };
+use crate::escrow_sales::{EscrowMove, EscrowSale, EscrowState, Moves, Record};
 use crate::migrations::{Migrated, Migrations};
 use crate::purchases::Purchase;
 use crate::rows::{Row, Unreadable};
@@ -301,6 +304,41 @@ impl PgStore {
         sales::open(&tx, sale).await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    /// Inserts an escrow sale and its task in one transaction, or answers the twin waiting for
+    /// its lock; `None` when the twin it collided with moved on before it could be read (this
+    /// start is a new sale after all: try again).
+    async fn open_escrow_sale_once(
+        &self,
+        row: &Row,
+        sale: &EscrowSale,
+        record: &Record,
+    ) -> Result<Option<Option<EscrowSale>>, Fail> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        if !escrow_sales::insert(&tx, sale, record).await? {
+            // Dropping the transaction rolls it back: it wrote nothing.
+            return Ok(escrow_sales::twin(&tx, sale).await?.map(Some));
+        }
+        rows::insert(&tx, row, &self.leases.holder, self.ttl()).await?;
+        tx.commit().await?;
+        Ok(Some(None))
+    }
+
+    /// Writes an escrow sale over its record and moves the ledger, in one transaction.
+    async fn save_escrow_sale_once(
+        &self,
+        sale: &EscrowSale,
+        record: &Record,
+        from: EscrowState,
+        moves: &Moves,
+    ) -> Result<bool, Fail> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let saved = escrow_sales::save(&tx, sale, record, from, moves).await?;
+        tx.commit().await?;
+        Ok(saved)
     }
 
     /// Names a task's subject, replaces it and holds for it, in one transaction.
@@ -573,6 +611,51 @@ impl TaskStore for PgStore {
 
     async fn unsettled_sales(&self) -> Result<Vec<Sale>, StoreError> {
         attempt!(with_client!(self, c => sales::in_states(&c, crate::sales::UNSETTLED)))
+    }
+
+    async fn open_escrow_sale(
+        &self,
+        task: &Task,
+        sale: &EscrowSale,
+    ) -> Result<Option<EscrowSale>, StoreError> {
+        crate::escrow_sales::belongs_to(task, sale)?;
+        let row = Row::new(task)?;
+        let record = Record::new(sale)?;
+        // A twin that moves on between this insert and its read leaves nothing to answer with:
+        // the next attempt inserts.
+        for _ in 0..RETRIES {
+            if let Some(opened) = attempt!(self.open_escrow_sale_once(&row, sale, &record))? {
+                return Ok(opened);
+            }
+        }
+        Err(StoreError::Conflict)
+    }
+
+    async fn save_escrow_sale(
+        &self,
+        sale: &EscrowSale,
+        from: EscrowState,
+        money: &EscrowMove,
+    ) -> Result<bool, StoreError> {
+        let moves = Moves::of(sale, from, money)?;
+        let record = Record::new(sale)?;
+        attempt!(self.save_escrow_sale_once(sale, &record, from, &moves))
+    }
+
+    async fn escrow_sale(&self, task_id: &str) -> Result<Option<EscrowSale>, StoreError> {
+        attempt!(with_client!(self, c => escrow_sales::get(&c, task_id)))
+    }
+
+    async fn escrow_sales_due(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+        limit: u32,
+    ) -> Result<Vec<EscrowSale>, StoreError> {
+        attempt!(with_client!(self, c => escrow_sales::due(&c, now, limit)))
+    }
+
+    async fn escrow_sales(&self, open: bool, limit: u32) -> Result<Vec<EscrowSale>, StoreError> {
+        attempt!(with_client!(self, c => escrow_sales::latest(&c, open, limit)))
     }
 
     async fn accounts(

@@ -77,12 +77,13 @@ pub(super) async fn save(
         return Ok(false);
     }
     if revoke > 0 {
-        let account = s.account();
-        let available = ledger::balance(c, &account, true).await?.available();
-        let taken = (revoke as i64).min(available).max(0);
-        if taken > 0 {
-            ledger::grant(c, &account, -taken, Some(&shared::note(s, "not settled"))).await?;
-        }
+        ledger::revoke(
+            c,
+            &s.account(),
+            revoke as i64,
+            &shared::note(s, "not settled"),
+        )
+        .await?;
     }
     Ok(true)
 }

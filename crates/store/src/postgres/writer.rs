@@ -36,6 +36,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
+use super::ledger::{settled, Captures, SETTLE};
 use super::{pg, rows, unreachable, OPERATION, RETRIES};
 use crate::credits::{Account, Settled, Settlement};
 use crate::rows::Row;
@@ -286,25 +287,10 @@ async fn deadline<T>(work: impl std::future::Future<Output = Result<T, Fail>>) -
     }
 }
 
-/// The SQL of the writes that settle, one statement each (the functions of `settle.sql`).
+/// The SQL of the writes that settle, one statement each (the functions of `settle.sql`; a
+/// settlement alone is [`SETTLE`]).
 const UPDATE_AND_SETTLE: &str =
     "SELECT * FROM interlingua_update_and_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
-const SETTLE: &str = "SELECT * FROM interlingua_settle($1, $2, $3, $4, $5)";
-
-/// A settlement's captures as the functions take them: the steps and the amounts, side by side.
-struct Captures {
-    steps: Vec<String>,
-    amounts: Vec<i64>,
-}
-
-impl Captures {
-    fn of(s: &Settlement) -> Captures {
-        Captures {
-            steps: s.captures.iter().map(|c| c.step_id.clone()).collect(),
-            amounts: s.captures.iter().map(|c| c.amount as i64).collect(),
-        }
-    }
-}
 
 /// Runs `writes` in one transaction, every statement sent before the first answer is read; each
 /// write's result once the transaction has committed.
@@ -527,12 +513,5 @@ async fn written(
                 .await?;
             Ok(Written::Done(settled(r.get(0), r.get(1))))
         }
-    }
-}
-
-fn settled(captured: i64, released: i64) -> Settled {
-    Settled {
-        captured: captured.max(0) as u64,
-        released: released.max(0) as u64,
     }
 }
