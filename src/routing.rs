@@ -155,6 +155,7 @@ mod tests {
             payment: None,
             x402: None,
             x402_pay: None,
+            sell: None,
         }
     }
 

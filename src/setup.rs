@@ -170,6 +170,22 @@ fn load_dialects(config: &Config) -> Result<Dialects, Problems> {
                 });
             }
         }
+        // Selling needs a front that can show a payment request and hash what it shows.
+        if let (Some(_), config::Dialect::Mapped(front)) = (&r.sell, &r.front) {
+            if dialects.get(front).is_some_and(|m| m.sale().is_none()) {
+                problems.push(Problem {
+                    location: Location {
+                        file: config.origin.clone(),
+                        line_col: None,
+                        path: format!("routes[{i}].payment.accept.masumi"),
+                    },
+                    message: format!(
+                        "the front `{front}` cannot sell a job: its create_task form declares no `sale` (how a buyer hashes its input and result), so no payment request can be shown to a buyer"
+                    ),
+                    kind: Kind::Invalid,
+                });
+            }
+        }
         if r.payment.is_some() && r.back == config::Dialect::Passthrough {
             problems.push(Problem {
                 location: Location {

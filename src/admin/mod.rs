@@ -5,7 +5,8 @@
 //! (`POST /credits/grant`, `POST /credits/revoke`, `GET /credits/balance`, `GET /credits/history`,
 //! `GET /credits/verify`: the ledger's invariants, see [`crate::credits::verify`]),
 //! `GET /tasks/{id}` (with its purchases and costs), `GET /tasks/{id}/purchases`,
-//! `GET /tasks/{id}/sales` (what its client paid on a rail), `GET /tasks/{id}/costs` (the cost
+//! `GET /tasks/{id}/sales` (what its client paid on a rail: x402, a Masumi purchase),
+//! `GET /sales` (the Masumi sales, `?open=true&limit=`), `GET /tasks/{id}/costs` (the cost
 //! ledger: what agents were paid for it), and the config:
 //! `POST /config/reload` (see [`crate::reload`]) and `GET /config`. And the operator's console,
 //! `/console` ([`console`]), behind a login with the same token. Keep the listener off public
@@ -309,11 +310,34 @@ impl Admin {
                 let (task, purchases) = tokio::join!(store.get(id), store.purchases(id));
                 task_records(id, "purchases", task, purchases)
             }
-            // What the task's client paid on a rail (x402 sales): state, amounts, transaction.
+            // What the task's client paid on a rail: x402 sales (state, amounts, transaction)
+            // and a Masumi sale (its payment request, state, times, result hash), each with
+            // its `rail`.
             (&Method::GET, p) if p.starts_with("/tasks/") && p.ends_with("/sales") => {
                 let id = &p["/tasks/".len()..p.len() - "/sales".len()];
-                let (task, sales) = tokio::join!(store.get(id), store.sales(id));
-                task_records(id, "sales", task, sales)
+                let (task, sales, escrow) =
+                    tokio::join!(store.get(id), store.sales(id), store.escrow_sale(id));
+                let all = sales.and_then(|sales| {
+                    let mut all: Vec<Value> = sales.iter().map(|s| json!(s)).collect();
+                    all.extend(escrow?.as_ref().map(escrow_view));
+                    Ok(all)
+                });
+                task_records(id, "sales", task, all)
+            }
+            // The Masumi sales, newest first: `open=true` for those the chain has not decided.
+            (&Method::GET, "/sales") => {
+                let open = q("open").is_some_and(|v| v == "true" || v == "1");
+                let limit = q("limit")
+                    .and_then(|l| l.parse().ok())
+                    .unwrap_or(100)
+                    .min(1000);
+                match store.escrow_sales(open, limit).await {
+                    Ok(sales) => json_response(
+                        StatusCode::OK,
+                        &json!({"sales": sales.iter().map(escrow_view).collect::<Vec<_>>()}),
+                    ),
+                    Err(e) => store_error(&e),
+                }
             }
             (&Method::GET, p) if p.starts_with("/tasks/") && p.ends_with("/costs") => {
                 let id = &p["/tasks/".len()..p.len() - "/costs".len()];
@@ -431,6 +455,35 @@ fn task_records<T: serde::Serialize>(
         (Ok(None), _) => task_not_found(id),
         (Err(e), _) | (_, Err(e)) => store_error(&e),
     }
+}
+
+/// A Masumi sale as the admin API shows it: its record, and its payment request's four times
+/// both as the node gave them (milliseconds) and as RFC 3339.
+pub fn escrow_view(sale: &store::EscrowSale) -> Value {
+    let mut v = json!(sale);
+    if let Some(payment) = &sale.service {
+        let mut times = serde_json::Map::new();
+        for key in [
+            "payByTime",
+            "submitResultTime",
+            "unlockTime",
+            "externalDisputeUnlockTime",
+        ] {
+            if let Some(t) = crate::payment::masumi::sell::time_of(payment, key) {
+                times.insert(
+                    key.to_string(),
+                    json!({"ms": t.timestamp_millis(), "at": mapping::task::time::format_rfc3339_offset(t)}),
+                );
+            }
+        }
+        v["times"] = Value::Object(times);
+        v["on_chain_state"] = payment.get("onChainState").cloned().unwrap_or(Value::Null);
+        v["next_action"] = payment
+            .pointer("/NextAction/requestedAction")
+            .cloned()
+            .unwrap_or(Value::Null);
+    }
+    v
 }
 
 fn balance_response(b: &store::Balance) -> Response<Vec<u8>> {

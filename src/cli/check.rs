@@ -81,6 +81,12 @@ fn ok(setup: &Setup, unset: usize) -> ExitCode {
             format!("; set the {unset} environment variable(s) warned of before serving")
         }
     );
+    // What each selling route asks of its buyers: the windows the node will be sent.
+    for (i, r) in config.routes.iter().enumerate() {
+        if let Some(seller) = &r.sell {
+            println!("routes[{i}] (`{}`): {}", r.name, seller.summary());
+        }
+    }
     ExitCode::SUCCESS
 }
 

@@ -330,6 +330,23 @@ pub fn access(
             "plans need auth = true: the plan comes from the verified token",
         );
     }
+    // The accounts of buyers who paid on a rail hold what they paid, for their own tasks: no
+    // token may spend them.
+    for (i, plan) in r.plans.iter().flatten().enumerate() {
+        if ["x402:", "masumi:"]
+            .iter()
+            .any(|rail| plan.get_ref().starts_with(rail))
+        {
+            p.at(
+                Some(plan.span()),
+                format!("{path}.plans[{i}]"),
+                format!(
+                    "`{}` is a payment rail's plan (what buyers paid on it, for their own tasks): a token cannot carry it",
+                    plan.get_ref()
+                ),
+            );
+        }
+    }
     let quota = |q: &Option<Spanned<String>>, name: &str, p: &mut Collector<'_>| -> Option<Quota> {
         let q = q.as_ref()?;
         match parse_quota(q.get_ref()) {

@@ -286,6 +286,50 @@ pub struct X402PayEntry {
 #[serde(deny_unknown_fields)]
 pub struct AcceptEntry {
     pub x402: Option<Spanned<X402AcceptEntry>>,
+    pub masumi: Option<Spanned<MasumiSellEntry>>,
+}
+
+/// `payment.accept.masumi`: the operator's Masumi payment node, on which interlingua sells this
+/// route's jobs to Masumi purchasers (the seller side).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MasumiSellEntry {
+    /// Its API base, e.g. `http://127.0.0.1:3001/api/v1`.
+    pub url: Spanned<String>,
+    /// The variable holding its API key (a key with `canPay`; following a payment needs
+    /// `canRead`, which such a key has).
+    pub token_env: Spanned<String>,
+    /// `Preprod` or `Mainnet`.
+    pub network: Option<Spanned<String>>,
+    /// The agent's identifier in the Masumi registry: its NFT's policy id and asset name, hex.
+    pub agent_identifier: Spanned<String>,
+    /// The longest the route's agent may take, from the buyer's lock to its result.
+    pub max_run: Spanned<String>,
+    /// How long a buyer has to lock the funds (`payByTime`, from `start_job`).
+    pub pay_by: Option<Spanned<String>>,
+    /// By when the result must be submitted (`submitResultTime`, from `start_job`).
+    pub submit_result_by: Option<Spanned<String>>,
+    /// `unlockTime` and `externalDisputeUnlockTime`, from `start_job`; by default the node's.
+    pub unlock_after: Option<Spanned<String>>,
+    pub dispute_unlock_after: Option<Spanned<String>>,
+    /// How long after `payByTime` the node still takes a lock it sees late.
+    pub lock_grace: Option<Spanned<String>>,
+    /// How often a sale whose job has ended is asked for the chain's verdict.
+    pub verdict_every: Option<Spanned<String>>,
+    /// The selling wallet's key, for a node whose answer does not name it.
+    pub seller_vkey: Option<Spanned<String>>,
+    /// The price, for an agent registered with dynamic pricing only (the node's fixed price is
+    /// authoritative otherwise).
+    pub amounts: Option<Vec<Spanned<MasumiAmountEntry>>>,
+}
+
+/// One amount of a dynamic price: `{ amount = "5000000", unit = "" }` (`""` is lovelace).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MasumiAmountEntry {
+    pub amount: Spanned<String>,
+    #[serde(default)]
+    pub unit: String,
 }
 
 /// `payment.accept.x402`: the facilitator that verifies and settles, and the offers.

@@ -10,6 +10,7 @@ mod model;
 mod pay;
 mod payment;
 mod sections;
+mod sell;
 mod storage;
 mod url;
 mod validate;
@@ -20,6 +21,7 @@ pub use access::{parse_quota, QuotaError};
 pub use mapping::problem::{Location, Problem, Problems};
 pub use mapping::units::{parse_duration, parse_size};
 pub use model::*;
+pub use sell::SUBMIT_MARGIN;
 pub use url::{Url, UrlError};
 
 pub(crate) use mapping::problem::Collector;

@@ -543,6 +543,8 @@ pub struct Route {
     pub x402: Option<X402Accept>,
     /// What interlingua may pay an agent that answers a call with 402 (x402).
     pub x402_pay: Option<X402Pay>,
+    /// The Masumi payment node this route's jobs are sold on, to buyers without a token.
+    pub sell: Option<MasumiSeller>,
 }
 
 /// A route's `payment.pay.x402`: the wallet interlingua pays agents from, and the policy no
@@ -642,6 +644,30 @@ pub struct MasumiService {
     pub network: MasumiNetwork,
     /// How long after `payByTime` an unlocked purchase is given up.
     pub lock_grace: Duration,
+}
+
+/// A route's `payment.accept.masumi`: the operator's Masumi payment node, on which the route's
+/// jobs are sold (the seller side), and the payment requests' windows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MasumiSeller {
+    /// The node's API base, without a trailing slash (`…/api/v1`), its key and network.
+    pub node: MasumiService,
+    /// The agent's identifier in the registry (policy id and asset name, hex).
+    pub agent_identifier: String,
+    /// The longest the agent may take, from the buyer's lock to its result.
+    pub max_run: Duration,
+    /// `payByTime` and `submitResultTime`, from `start_job`.
+    pub pay_by: Duration,
+    pub submit_result_by: Duration,
+    /// `unlockTime` and `externalDisputeUnlockTime`, from `start_job`; `None`: the node's.
+    pub unlock_after: Option<Duration>,
+    pub dispute_unlock_after: Option<Duration>,
+    /// How often a sale whose job has ended is asked for the chain's verdict.
+    pub verdict_every: Duration,
+    /// The selling wallet's key when the node's answer does not name it.
+    pub seller_vkey: Option<String>,
+    /// `RequestedFunds` (dynamic pricing): `(amount, unit)`; empty for fixed pricing.
+    pub amounts: Vec<(String, String)>,
 }
 
 /// A Cardano network, as the Masumi payment service spells it.

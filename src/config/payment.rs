@@ -1,6 +1,6 @@
 //! A route's `payment`: the operator's payment service, through which interlingua buys jobs from
 //! agents that charge on a rail of their own (a Masumi agent's escrow), and what the route takes
-//! from clients that pay on the wire (`accept.x402`).
+//! from clients that pay on the wire (`accept.x402`; `accept.masumi` is in [`super::sell`]).
 
 use std::time::Duration;
 
@@ -59,10 +59,13 @@ pub fn x402(r: &file::RouteEntry, path: &str, p: &mut Collector<'_>) -> Option<O
     };
     let where_ = format!("{path}.payment.accept");
     let Some(x) = &entry.get_ref().x402 else {
+        if entry.get_ref().masumi.is_some() {
+            return Some(None);
+        }
         p.at(
             Some(entry.span()),
             where_,
-            "name what the route takes: `x402 = { facilitator, offers }`",
+            "name what the route takes: `x402 = { facilitator, offers }` or `masumi = { url, token_env, agent_identifier, max_run }`",
         );
         return None;
     };
@@ -279,18 +282,45 @@ pub(super) fn is_address(s: &str) -> bool {
 }
 
 fn masumi(m: &MasumiEntry, path: &str, p: &mut Collector<'_>) -> Option<MasumiService> {
+    masumi_node(
+        (
+            &m.url,
+            &m.token_env,
+            m.network.as_ref(),
+            m.lock_grace.as_ref(),
+        ),
+        path,
+        p,
+    )
+}
+
+/// A Masumi payment node's entries: `url`, `token_env`, `network` and `lock_grace`.
+pub(super) type NodeEntries<'a> = (
+    &'a Spanned<String>,
+    &'a Spanned<String>,
+    Option<&'a Spanned<String>>,
+    Option<&'a Spanned<String>>,
+);
+
+/// A Masumi payment node (the purchaser's, `payment.masumi`, or the seller's,
+/// `payment.accept.masumi`).
+pub(super) fn masumi_node(
+    (url, token_env, network, lock_grace): NodeEntries<'_>,
+    path: &str,
+    p: &mut Collector<'_>,
+) -> Option<MasumiService> {
     let before = p.len();
-    let url = m.url.get_ref().trim_end_matches('/').to_string();
-    if let Err(e) = crate::config::Url::parse(&url) {
-        p.at(Some(m.url.span()), format!("{path}.url"), e.to_string());
+    let url_text = url.get_ref().trim_end_matches('/').to_string();
+    if let Err(e) = crate::config::Url::parse(&url_text) {
+        p.at(Some(url.span()), format!("{path}.url"), e.to_string());
     }
-    let token = from_env(&m.token_env, &format!("{path}.token_env"), p);
-    let network = match m.network.as_ref().map(|n| n.get_ref().as_str()) {
+    let token = from_env(token_env, &format!("{path}.token_env"), p);
+    let network = match network.map(|n| n.get_ref().as_str()) {
         None | Some("Preprod") => MasumiNetwork::Preprod,
         Some("Mainnet") => MasumiNetwork::Mainnet,
         Some(other) => {
             p.at(
-                m.network.as_ref().map(|n| n.span()),
+                network.map(|n| n.span()),
                 format!("{path}.network"),
                 format!("`{other}` is not `Preprod` or `Mainnet` (the node's spelling)"),
             );
@@ -298,7 +328,7 @@ fn masumi(m: &MasumiEntry, path: &str, p: &mut Collector<'_>) -> Option<MasumiSe
         }
     };
     let lock_grace = duration(
-        m.lock_grace.as_ref(),
+        lock_grace,
         &format!("{path}.lock_grace"),
         DEFAULT_LOCK_GRACE,
         p,
@@ -307,7 +337,7 @@ fn masumi(m: &MasumiEntry, path: &str, p: &mut Collector<'_>) -> Option<MasumiSe
         return None;
     }
     Some(MasumiService {
-        url,
+        url: url_text,
         token: token?,
         network,
         lock_grace: lock_grace?,

@@ -575,6 +575,7 @@ fn routes(
         let payment = payment::payment(r, &path, p);
         let x402 = payment::x402(r, &path, p);
         let x402_pay = pay::x402_pay(r, &path, p);
+        let sell = super::sell::seller(r, &path, p);
         if let (Some(Some(_)), Some(a)) = (&price, &access) {
             if !a.auth {
                 p.at(
@@ -596,6 +597,7 @@ fn routes(
             Some(payment),
             Some(x402),
             Some(x402_pay),
+            Some(sell),
         ) = (
             upstream,
             front,
@@ -608,10 +610,23 @@ fn routes(
             payment,
             x402,
             x402_pay,
+            sell,
         )
         else {
             continue;
         };
+        if sell.is_some() && (x402.is_some() || front == Dialect::Passthrough) {
+            p.at(
+                r.payment.as_ref().map(|s| s.span()),
+                format!("{path}.payment.accept.masumi"),
+                if x402.is_some() {
+                    "a route sells its jobs on one rail: a create without a token is either an x402 payment or a Masumi purchase, not both"
+                } else {
+                    "a passthrough route forwards requests it does not read: selling on Masumi needs a front dialect, whose creates it can hash and hold until they are paid"
+                },
+            );
+            continue;
+        }
         if x402.is_some() && front == Dialect::Passthrough {
             p.at(
                 r.payment.as_ref().map(|s| s.span()),
@@ -667,6 +682,7 @@ fn routes(
                 payment,
                 x402,
                 x402_pay,
+                sell,
             },
         ));
     }

@@ -23,9 +23,11 @@
 //! read and folded, an answer rendered): the operations here and the golden tests call the same.
 
 mod discover;
+mod escrow;
 mod follow;
 mod ops;
 mod pay;
+mod sell;
 mod steps;
 mod stream;
 pub mod translation;
@@ -87,6 +89,8 @@ pub struct Translated {
     pub x402: Option<crate::config::X402Accept>,
     /// What interlingua may pay an agent that answers a call with 402, and its wallet.
     pub x402_pay: Option<Arc<crate::payment::x402::pay::Policy>>,
+    /// The Masumi node the route's jobs are sold on, to buyers without a token.
+    pub sell: Option<Arc<crate::config::MasumiSeller>>,
     /// The key the mappings' `seal`/`unseal` use (`[server] seal_key_env`, or one per process).
     pub seal_key: Arc<[u8]>,
 }
@@ -136,6 +140,7 @@ impl Translated {
             payment: route.payment.clone(),
             x402: route.x402.clone(),
             x402_pay,
+            sell: route.sell.clone().map(Arc::new),
             seal_key,
         }
     }
@@ -225,6 +230,21 @@ pub struct Cx<'a> {
     pub receipt: Option<crate::payment::x402::wire::SettleResponse>,
 }
 
+impl<'a> Cx<'a> {
+    /// The context of work interlingua does on its own (the watcher, a sweep, the console),
+    /// for no client: `request_id` names it in logs.
+    pub fn background(request_id: &'a str, spent: &'a mut Spent) -> Cx<'a> {
+        Cx {
+            request_id,
+            identity: None,
+            trace: None,
+            spent,
+            paid: None,
+            receipt: None,
+        }
+    }
+}
+
 /// What one request cost: time waiting for upstreams, credits charged.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Spent {
@@ -245,8 +265,10 @@ pub struct Engine {
     refreshes: follow::Refreshes,
     /// What backs' `[discover]` calls said, per route.
     discovery: discover::Cache,
-    /// The x402 sales this process is settling right now.
+    /// The x402 sales this process is settling right now, and the escrow sales it is moving.
     settling: x402::UnderWay,
+    /// Wakes the escrow sweep: a sold job's result is ready to submit.
+    escrow_wake: tokio::sync::Notify,
 }
 
 /// How long a schema fetched from a back is reused.
@@ -264,6 +286,7 @@ impl Engine {
             refreshes: follow::Refreshes::default(),
             discovery: discover::Cache::default(),
             settling: x402::UnderWay::default(),
+            escrow_wake: tokio::sync::Notify::new(),
         }
     }
 
@@ -441,6 +464,10 @@ impl Engine {
             Operation::Describe => Box::pin(self.describe(t, req.prefix, base_url, cx)).await?,
         };
         let mut out = out.with_request(request);
+        if t.sell.is_some() {
+            // A route that sells shows its own payment requests, never its agent's.
+            out = out.without_back_payment();
+        }
         if let Some(receipt) = &cx.receipt {
             out = out.with_payment_receipt(serde_json::to_value(receipt).unwrap_or(Value::Null));
         }

@@ -56,6 +56,17 @@ pub(super) struct Held {
     stored: Option<i64>,
 }
 
+impl Held {
+    /// A task stored at `version` whose credits are held already: a sold job, held by its
+    /// sale when the buyer's funds were locked.
+    pub(super) fn stored(version: i64) -> Held {
+        Held {
+            hold: None,
+            stored: Some(version),
+        }
+    }
+}
+
 /// Who a background execution works for: the request that started it.
 struct Caller<'a> {
     request_id: &'a str,
@@ -72,6 +83,10 @@ impl Engine {
         request: Decoded,
         cx: &mut Cx<'_>,
     ) -> Result<Canonical<'static>, ProxyError> {
+        // Without a token, on a route that sells on Masumi: a buyer's job (engine/sell.rs).
+        if let (Some(seller), None) = (&t.sell, cx.identity) {
+            return self.sell(t, seller, fop, &request, cx).await;
+        }
         let task = self.new_task(t, fop, &request, cx).await?;
         self.start(t, fop, request, task, None, cx).await
     }
@@ -166,7 +181,7 @@ impl Engine {
 
     /// The rest of a create, from storing the task with its hold on.
     #[allow(clippy::too_many_arguments)]
-    async fn create_held(
+    pub(super) async fn create_held(
         self: &Arc<Self>,
         t: &Arc<Translated>,
         fop: &Op,
@@ -198,6 +213,18 @@ impl Engine {
                         task.id
                     )),
                     other => not_stored(other),
+                })?,
+            // A sold job: its sale took the hold; the task leaves its wait at the version read.
+            (Some(version), None) if task.sale.is_some() => self
+                .store
+                .update(&task, version)
+                .instrument(self.store_span("update"))
+                .await
+                .map_err(|e| match e {
+                    StoreError::Conflict => {
+                        ProxyError::Conflict(format!("task `{}` has been started already", task.id))
+                    }
+                    other => store_error(other),
                 })?,
             (Some(_), None) => {
                 return Err(ProxyError::Internal(
@@ -472,14 +499,7 @@ impl Engine {
     ) -> Result<Task, ProxyError> {
         let mut spent = Spent::default();
         let request_id = format!("console-cancel-{}", stored.task.id);
-        let mut cx = Cx {
-            request_id: &request_id,
-            identity: None,
-            trace: None,
-            spent: &mut spent,
-            paid: None,
-            receipt: None,
-        };
+        let mut cx = Cx::background(&request_id, &mut spent);
         self.cancel_stored(t, stored, &mut cx).await
     }
 
@@ -534,14 +554,7 @@ impl Engine {
     ) -> Result<Stored, ProxyError> {
         let mut spent = Spent::default();
         let request_id = format!("expire-{}", stored.task.id);
-        let mut cx = Cx {
-            request_id: &request_id,
-            identity: None,
-            trace: None,
-            spent: &mut spent,
-            paid: None,
-            receipt: None,
-        };
+        let mut cx = Cx::background(&request_id, &mut spent);
         if let Err(e) = self.cancel_on_back(t, &stored.task, &mut cx).await {
             tracing::warn!(task = %stored.task.id, route = %t.route, "cancelling an expired task on the agent failed: {e}");
         }
@@ -765,6 +778,15 @@ impl Engine {
         {
             // Another route's task, or another subject's, is not there for this caller.
             // A task waiting to be paid for is no one's yet: whoever pays for it.
+            // A sold job is its buyer's, who has no token: its id is the capability (MIP-003
+            // has no other); a token holder's tasks are never a buyer's, nor the reverse.
+            Some(s) if s.task.route == t.route && t.sell.is_some() && identity.is_none() => {
+                if s.task.sale.is_some() {
+                    Ok(s)
+                } else {
+                    Err(ProxyError::TaskNotFound(id))
+                }
+            }
             Some(s)
                 if s.task.route == t.route
                     && (subject.is_none()
@@ -805,8 +827,10 @@ impl Engine {
         cx: &mut Cx<'_>,
     ) -> Result<Stored, ProxyError> {
         // A synchronous back is never polled: its background execution stores what it says.
+        // Nor is a sold job whose agent is done: its result is being submitted (engine/escrow.rs).
         if stored.task.status.is_terminal()
             || stored.task.upstream_id.is_none()
+            || stored.task.submits_result()
             || t.sync_task(&stored.task)
             || t.back.op(Operation::GetTask).is_none()
         {
@@ -913,6 +937,15 @@ impl Engine {
         mut patch: TaskPatch,
         cx: &mut Cx<'_>,
     ) -> Result<Stored, ProxyError> {
+        // A sold job completes only once its result is with the payment node: until then its
+        // agent's result is kept, the task running while the sale submits it (engine/escrow.rs).
+        let holds_back = patch.status == Some(Status::Completed)
+            && stored.task.sale.is_some()
+            && !self.result_submitted(&stored.task.id).await?;
+        if holds_back {
+            patch.status = Some(Status::Running);
+            patch.reason = Some(mapping::task::SUBMITTING_RESULT.to_string());
+        }
         // Set when the patch could not be stored: the task then fails instead, and the caller
         // hears why.
         let mut unstorable: Option<ProxyError> = None;
@@ -945,6 +978,9 @@ impl Engine {
                     {
                         // Its hold released: what it owes is settled now, once.
                         Box::pin(self.close_sales(t, &task)).await;
+                    }
+                    if holds_back {
+                        self.wake_escrow();
                     }
                     return match unstorable {
                         Some(e) => Err(e),
@@ -998,14 +1034,7 @@ impl Engine {
     ) -> Result<Stored, ProxyError> {
         let mut spent = Spent::default();
         let request_id = format!("restart-{}", stored.task.id);
-        let mut cx = Cx {
-            request_id: &request_id,
-            identity: None,
-            trace: None,
-            spent: &mut spent,
-            paid: None,
-            receipt: None,
-        };
+        let mut cx = Cx::background(&request_id, &mut spent);
         let patch = TaskPatch {
             status: Some(Status::Failed),
             reason: Some("interrupted".to_string()),

@@ -19,6 +19,10 @@ const AWAITING_PAYMENT: &str = "awaiting_payment";
 /// Why a task failed for its payment.
 const PAYMENT: &str = "payment";
 
+/// Why a sold job waits while interlingua's own purchase from its agent is not locked: its
+/// buyer has paid, and sees it running (engine/sell.rs resells a Masumi agent so).
+const PAYING_AGENT: &str = "paying_agent";
+
 /// Whether a refresh of `stored` has a payment to follow: its route has a payment service and
 /// the task a job to pay for.
 pub(super) fn follows(t: &Translated, stored: &Stored) -> bool {
@@ -144,7 +148,14 @@ impl Engine {
             {
                 TaskPatch {
                     status: Some(Status::Pending),
-                    reason: Some(AWAITING_PAYMENT.to_string()),
+                    reason: Some(
+                        if stored.task.sale.is_some() {
+                            PAYING_AGENT
+                        } else {
+                            AWAITING_PAYMENT
+                        }
+                        .to_string(),
+                    ),
                     ..TaskPatch::default()
                 }
             }

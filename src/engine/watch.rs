@@ -32,6 +32,8 @@ use store::Unfinished;
 const CONCURRENCY: usize = 16;
 /// The longest the open x402 sales go unlooked at while a route takes x402.
 const SALES_SWEEP: Duration = Duration::from_secs(5);
+/// The shortest pause between two sweeps of the escrow sales.
+const ESCROW_TICK_MIN: Duration = Duration::from_millis(200);
 /// How many tasks one claim takes at most (a dead instance's tasks come over in such batches).
 const CLAIM_BATCH: u32 = 1000;
 
@@ -130,6 +132,7 @@ impl Watcher {
             tokio::spawn(self.clone().keep_leases());
         }
         tokio::spawn(self.clone().keep_sales());
+        tokio::spawn(self.clone().keep_escrow());
         let permits = Arc::new(Semaphore::new(CONCURRENCY));
         loop {
             let next = self.queue.lock().due.peek().map(|Reverse((at, _))| *at);
@@ -218,6 +221,33 @@ impl Watcher {
         }
     }
 
+    /// Sweeps the sales made on a Masumi node (`engine/escrow.rs`): at start-up, when a sold
+    /// job's result is ready, and every route's polling interval (at most [`SALES_SWEEP`])
+    /// while a route sells. Quiet while no route does.
+    async fn keep_escrow(self: Arc<Self>) {
+        loop {
+            let tick = self
+                .routes
+                .load()
+                .values()
+                .filter(|t| t.sell.is_some())
+                .map(|t| t.settings.poll_interval)
+                .min();
+            if tick.is_some() {
+                let routes = self.routes.load_full();
+                let route_of = move |name: &str| routes.get(name).cloned();
+                self.engine.sweep_escrow(&route_of).await;
+            }
+            let wait = tick
+                .unwrap_or(SALES_SWEEP)
+                .clamp(ESCROW_TICK_MIN, SALES_SWEEP);
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.engine.escrow_woken() => {}
+            }
+        }
+    }
+
     /// Every third of a lease: renews this instance's leases (dropping the tasks another
     /// instance took over while this one stalled), then claims the tasks of instances that died.
     async fn keep_leases(self: Arc<Self>) {
@@ -278,6 +308,11 @@ impl Watcher {
             }
         };
         let working = matches!(task.status, Status::Pending | Status::Running);
+        if stored.task.waits_for_buyer() || stored.task.submits_result() {
+            // A sold job waiting for its buyer's lock, or done and submitting its result: the
+            // escrow sweep follows it (engine/escrow.rs).
+            return;
+        }
         let message = if stored.task.awaits_first_payment() {
             // Nothing was asked of the agent: it waits for its payment as before.
             self.watch(&task.id, &t);
@@ -333,14 +368,7 @@ impl Watcher {
         }
         let mut spent = Spent::default();
         let request_id = format!("watch-{id}");
-        let mut cx = Cx {
-            request_id: &request_id,
-            identity: None,
-            trace: None,
-            spent: &mut spent,
-            paid: None,
-            receipt: None,
-        };
+        let mut cx = Cx::background(&request_id, &mut spent);
         match self.engine.refresh(t, stored, &mut cx).await {
             Ok(s) if s.task.status.is_terminal() => None,
             Ok(s) => Some(expires_in(t, &s.task).unwrap_or(Duration::MAX)),

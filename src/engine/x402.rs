@@ -451,7 +451,7 @@ pub(super) struct Claim {
 
 impl UnderWay {
     /// The claim on `reference`, unless this process holds it already.
-    fn claim(&self, reference: &str) -> Option<Claim> {
+    pub(super) fn claim(&self, reference: &str) -> Option<Claim> {
         self.0.lock().insert(reference.to_string()).then(|| Claim {
             set: self.clone(),
             reference: reference.to_string(),
@@ -505,7 +505,7 @@ impl X402Settlement {
 
 /// Runs `work` on a task of its own and waits for it: dropping the waiting future (a client
 /// that hung up) leaves the work to finish.
-async fn detached<T: Send + 'static>(
+pub(super) async fn detached<T: Send + 'static>(
     work: impl std::future::Future<Output = Result<T, ProxyError>> + Send + 'static,
 ) -> Result<T, ProxyError> {
     tokio::spawn(work)

@@ -1,6 +1,6 @@
 //! Who may call a route, and how often: the bearer token, the plan, the rate limits. All of it is
-//! checked in `request_filter`, before any byte goes upstream; a payment (x402) instead of a
-//! token is the engine's to check, once the request is read.
+//! checked in `request_filter`, before any byte goes upstream; a payment (x402, a Masumi
+//! purchase) instead of a token is the engine's to check, once the request is read.
 
 use pingora::proxy::Session;
 use tracing::{Instrument, Span};
@@ -27,8 +27,10 @@ pub async fn check(
     public: bool,
 ) -> Result<(), ProxyError> {
     // On a route that also takes x402, a request without a token may be a payment: the engine
-    // decides once it knows the operation (`engine/x402.rs`).
-    let payable = route.x402.is_some()
+    // decides once it knows the operation (`engine/x402.rs`). On a route that sells on Masumi,
+    // it is a buyer's: a create is sold, and a sold job's id is its buyer's capability
+    // (`engine/sell.rs`).
+    let payable = (route.x402.is_some() || route.sell.is_some())
         && !session
             .req_header()
             .headers

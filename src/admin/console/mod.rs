@@ -142,11 +142,13 @@ impl Console {
                     let purchases = store.purchases(id).await?;
                     let costs = store.costs(id).await?;
                     let sales = store.sales(id).await?;
+                    let escrow = store.escrow_sale(id).await?;
                     let money = pages::Money {
                         ledger: &ledger,
                         purchases: &purchases,
                         costs: &costs,
                         sales: &sales,
+                        escrow: escrow.as_ref(),
                     };
                     pages::task(&stored.task, &money, &csrf)
                 }

@@ -10,7 +10,8 @@ use crate::reload::Reloader;
 use crate::state::Live;
 use mapping::task::{Status, Task};
 use store::{
-    AccountQuery, AccountSummary, Balance, Cost, DaySpend, LedgerRow, Purchase, Sale, TaskQuery,
+    AccountQuery, AccountSummary, Balance, Cost, DaySpend, EscrowSale, LedgerRow, Purchase, Sale,
+    TaskQuery,
 };
 
 /// The stylesheet, shipped in the binary.
@@ -249,6 +250,8 @@ pub struct Money<'a> {
     pub purchases: &'a [Purchase],
     pub costs: &'a [Cost],
     pub sales: &'a [Sale],
+    /// The job's sale on a Masumi node, when a buyer bought it there.
+    pub escrow: Option<&'a EscrowSale>,
 }
 
 pub fn task(task: &Task, money: &Money<'_>, csrf: &str) -> Markup {
@@ -257,6 +260,7 @@ pub fn task(task: &Task, money: &Money<'_>, csrf: &str) -> Markup {
         purchases,
         costs,
         sales,
+        escrow,
     } = money;
     layout(
         "Task",
@@ -336,6 +340,24 @@ pub fn task(task: &Task, money: &Money<'_>, csrf: &str) -> Markup {
                             }
                         }
                     }
+                }
+            }
+            @if let Some(e) = escrow {
+                h2 { "Sold on Masumi" }
+                dl id="escrow" data-state=(e.state.name()) {
+                    dt { "state" } dd { (e.state.name()) @if let Some(d) = &e.detail { " · " (d) } }
+                    dt { "payment request" } dd { code { (e.reference.clone().unwrap_or_default()) } }
+                    dt { "buyer" } dd { code { (e.plan.clone().unwrap_or_default()) " · " (e.subject.clone().unwrap_or_default()) } }
+                    dt { "amount" } dd { (e.amount.map(|a| a.to_string()).unwrap_or_default()) }
+                    dt { "purchaser id" } dd { code { (e.client_ref) } }
+                    dt { "input hash" } dd { code { (e.input_hash) } }
+                    dt { "result hash" } dd { code { (e.result_hash.clone().unwrap_or_default()) } }
+                    @for key in ["payByTime", "submitResultTime", "unlockTime", "externalDisputeUnlockTime"] {
+                        @if let Some(t) = e.service.as_ref().and_then(|p| crate::payment::masumi::sell::time_of(p, key)) {
+                            dt { (key) } dd { (t.to_rfc3339()) }
+                        }
+                    }
+                    dt { "on chain" } dd { (e.service.as_ref().and_then(|p| p.get("onChainState")).and_then(|v| v.as_str()).unwrap_or("none")) }
                 }
             }
         },
@@ -538,6 +560,7 @@ mod tests {
             purchases: &[],
             costs: std::slice::from_ref(&cost),
             sales: std::slice::from_ref(&sale),
+            escrow: None,
         };
         let page = task(&paid, &money, "csrf").into_string();
         for shown in [
@@ -563,6 +586,7 @@ mod tests {
             purchases: &[],
             costs: &[],
             sales: &[],
+            escrow: None,
         };
         let page = task(&paid, &unpaid, "csrf").into_string();
         assert!(!page.contains("id=\"sales\"") && !page.contains("id=\"costs\""));

@@ -58,6 +58,8 @@ pub const TASK: &[&str] = &[
     "status_since",
     "payment",
     "payment.*",
+    "sale",
+    "sale.*",
     "back_form",
     "price",
     "price.*",

@@ -928,6 +928,7 @@ impl RuleCx<'_> {
             public: Some(a.public.unwrap_or(false)),
             checks: a.checks.clone(),
             before_payment: None,
+            sale: None,
             request: a.request.clone(),
             response: a.response.clone(),
         };
@@ -1072,6 +1073,33 @@ impl RuleCx<'_> {
                 })
             })
             .collect();
+        let sale = op.sale.as_ref().and_then(|s| {
+            let (span, s) = (s.span(), s.get_ref());
+            if kind != Operation::CreateTask {
+                p.at(
+                    Some(span),
+                    format!("{where_}.sale"),
+                    "`sale` belongs to a create_task form: it hashes what a buyer sent and reads",
+                );
+                return None;
+            }
+            let input_hash = self.expr(
+                Some(&s.input_hash),
+                &format!("{where_}.sale.input_hash"),
+                false,
+                p,
+            );
+            let result_hash = self.expr(
+                Some(&s.result_hash),
+                &format!("{where_}.sale.result_hash"),
+                false,
+                p,
+            );
+            Some(crate::dialect::mapping::SaleHashes {
+                input_hash: input_hash?,
+                result_hash: result_hash?,
+            })
+        });
         let conditions = op
             .conditions
             .iter()
@@ -1164,6 +1192,7 @@ impl RuleCx<'_> {
             reply: false,
             checks: self.checks(op.checks.as_deref(), &format!("{where_}.checks"), p),
             before_payment,
+            sale,
             request,
             response,
         })

@@ -87,6 +87,24 @@ impl<'a> Canonical<'a> {
         }
     }
 
+    /// The task without the payment request its back sent (`task.payment`): a front must not
+    /// show a buyer an agent's request that interlingua pays itself (a route that resells).
+    pub fn without_back_payment(mut self) -> Self {
+        if let Some(view) = self.task.take() {
+            self.task = Some(if view.task.payment.is_some() {
+                let mut task = view.task;
+                task.to_mut().payment = None;
+                TaskView {
+                    turn: view.turn,
+                    ..TaskView::new(task, view.side)
+                }
+            } else {
+                view
+            });
+        }
+        self
+    }
+
     /// `task.turn` is `turn` (a back called for a turn the task has not stored yet).
     pub fn with_turn(mut self, turn: u32) -> Self {
         if let Some(t) = &mut self.task {
@@ -338,6 +356,7 @@ impl<'a> TaskView<'a> {
             "turn" => json(&self.turn.unwrap_or(task.turn)),
             "status_since" => task.status_since.as_ref().map_or(Value::Null, time),
             "payment" => json(&task.payment),
+            "sale" => json(&task.sale),
             "back_form" => json(&task.back_form),
             "price" => json(&task.price),
             _ => Value::Null,
@@ -832,6 +851,7 @@ mod tests {
             turn: 2,
             status_since: Some(at + chrono::Duration::seconds(2)),
             payment: Some(json!({"blockchainIdentifier": "b-1", "payByTime": 1795398344446_u64})),
+            sale: Some(json!({"blockchainIdentifier": "s-1", "sellerVKey": "vk"})),
             back_form: Some("call".to_string()),
             price: Some(crate::task::StepPrice {
                 step: 2,

@@ -253,6 +253,10 @@ pub struct OperationSection {
     /// the route's payment rail pays for the job; a check that fails fails the task (reason
     /// `payment`, its message saying why) and nothing is paid.
     pub before_payment: Option<Vec<Spanned<PaymentCheck>>>,
+    /// Front, create_task: how a job sold on an escrow rail is hashed (a Masumi payment
+    /// request names its input's hash; the result's hash goes on chain), so that the engine
+    /// hashes exactly what this dialect shows without knowing the dialect.
+    pub sale: Option<Spanned<SaleSection>>,
     pub request: Option<Vec<Spanned<FieldRule>>>,
     pub response: Option<Vec<Spanned<FieldRule>>>,
 }
@@ -265,6 +269,16 @@ pub struct PaymentCheck {
     pub holds: Spanned<String>,
     /// Why the task failed, when it does not hold.
     pub message: String,
+}
+
+/// A front create form's `sale`: two expressions over the task (as the front sees it).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SaleSection {
+    /// The hash of the job's input, as the buyer computes it from what it sent.
+    pub input_hash: Spanned<String>,
+    /// The hash of the job's result, as the buyer computes it from what it reads.
+    pub result_hash: Spanned<String>,
 }
 
 /// One kind of event of a stream.

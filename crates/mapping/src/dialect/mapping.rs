@@ -117,6 +117,12 @@ impl Mapping {
         })
     }
 
+    /// How a job sold through this front is hashed: its create form's `sale`, if it has one.
+    pub fn sale(&self) -> Option<&SaleHashes> {
+        self.forms(Operation::CreateTask)
+            .find_map(|o| o.sale.as_ref())
+    }
+
     /// The `[status]` table.
     pub fn status_table(&self) -> Option<&Table> {
         self.tables.get("status").map(|t| &**t)
@@ -349,6 +355,8 @@ pub struct Op {
     pub checks: Vec<Check>,
     /// Back, create_task: what must hold before the route's payment rail pays for the job.
     pub before_payment: Vec<PaymentCheck>,
+    /// Front, create_task: how a job sold on an escrow rail is hashed.
+    pub sale: Option<SaleHashes>,
     pub request: Rules,
     pub response: Rules,
 }
@@ -358,6 +366,14 @@ pub struct Op {
 pub struct PaymentCheck {
     pub holds: Expr,
     pub message: String,
+}
+
+/// How a front hashes a sold job's input and result (its create form's `sale`), each an
+/// expression over the task as the front sees it.
+#[derive(Debug, Clone)]
+pub struct SaleHashes {
+    pub input_hash: Expr,
+    pub result_hash: Expr,
 }
 
 /// A back call that is part of an operation.

@@ -239,6 +239,12 @@ pub struct Task {
     /// of the same dialect shows it as the agent sent it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payment: Option<Value>,
+    /// The payment request interlingua made as the seller of this job, on the route's escrow
+    /// rail (a Masumi payment request: its `blockchainIdentifier`, times, the selling wallet's
+    /// key, the input hash), in the names the front shows them by: set on a task a buyer pays
+    /// for on that rail, never on a token holder's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sale: Option<Value>,
     /// The key of the back's create form the task was started with, where the back has several
     /// (an MCP server's task-augmented call or its blocking one, chosen by their `when`): how the
     /// task is followed (polled, or stored when its one call answers) and which of the back's
@@ -357,6 +363,12 @@ impl TaskPatch {
     }
 }
 
+/// Why a task waits for a payment (a purchase, or a buyer's lock) before anything more happens.
+pub const AWAITING_PAYMENT: &str = "awaiting_payment";
+
+/// Why a sold job is still running once its agent is done: its result is being submitted.
+pub const SUBMITTING_RESULT: &str = "submitting_result";
+
 impl Task {
     /// When the task entered its current status.
     pub fn in_status_since(&self) -> DateTime<Utc> {
@@ -371,7 +383,27 @@ impl Task {
                 && matches!(
                     self.reason.as_deref(),
                     Some("awaiting_payment" | "payment_required")
-                ))
+                )
+                && !self.waits_for_buyer())
+    }
+
+    /// Whether the task is a job sold on an escrow rail whose buyer has not locked the funds
+    /// yet: pending, `awaiting_payment`, a `sale`, nothing asked of the agent. Its wait is
+    /// bounded by the payment request's own deadline, not by `input_timeout`.
+    pub fn waits_for_buyer(&self) -> bool {
+        self.status == Status::Pending
+            && self.reason.as_deref() == Some(AWAITING_PAYMENT)
+            && self.sale.is_some()
+            && self.upstream_id.is_none()
+    }
+
+    /// Whether the task is a sold job whose agent is done and whose result is being submitted
+    /// to the escrow rail (running, `submitting_result`): the agent is not asked again, and
+    /// the task completes once the rail has taken the result.
+    pub fn submits_result(&self) -> bool {
+        self.status == Status::Running
+            && self.reason.as_deref() == Some(SUBMITTING_RESULT)
+            && self.sale.is_some()
     }
 
     /// Whether the task waits for its client to pay for it before anything is asked of the
@@ -425,6 +457,7 @@ impl Task {
             turn: 0,
             status_since: None,
             payment: None,
+            sale: None,
             back_form: None,
             price: None,
         }

@@ -1,4 +1,4 @@
-//! The Masumi purchaser side: P1 `POST /purchase` (lock funds in escrow for a job), P2
+//! The purchaser side: P1 `POST /purchase` (lock funds in escrow for a job), P2
 //! `POST /purchase/resolve-blockchain-identifier` (the purchase's state) and P4
 //! `POST /purchase/request-refund`, on the operator's own payment service, header `token`,
 //! answers in the envelope `{"status":"success","data":…}` / `{"status":"error","error":{…}}`.
@@ -17,17 +17,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-use super::{call_record, Purchase, PurchaseState};
+use super::{call, millis, note, Reply};
 use crate::config::MasumiService;
-use crate::config::Url;
+use crate::payment::{Purchase, PurchaseState};
 use crate::upstream::{Client, Resend};
 use mapping::task::Task;
-
-/// How long one call to the payment service may take.
-const CALL_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How many calls a purchase record keeps (the latest).
-const CALLS_KEPT: usize = 20;
 
 /// The states in which the escrow holds the buyer's funds for the job.
 const LOCKED: &[&str] = &["FundsLocked", "ResultSubmitted"];
@@ -38,17 +32,6 @@ const LOCKED: &[&str] = &["FundsLocked", "ResultSubmitted"];
 pub fn reference(payment: &Value) -> Option<String> {
     let id = payment.get("blockchainIdentifier")?.as_str()?;
     (!id.is_empty() && !id.starts_with("FREE-")).then(|| id.to_string())
-}
-
-/// A MIP-003 timestamp in milliseconds: an integer or a numeric string; a value up to 10^11 is
-/// seconds (MIP-003's text and examples use seconds, the payment node and masumi milliseconds).
-pub fn millis(v: &Value) -> Option<i64> {
-    let n = match v {
-        Value::Number(n) => n.as_i64()?,
-        Value::String(s) => s.trim().parse().ok()?,
-        _ => return None,
-    };
-    Some(if n > 100_000_000_000 { n } else { n * 1000 })
 }
 
 /// A time as P1 wants it: the agent's own integer as a decimal string, unchanged (the seller
@@ -102,62 +85,8 @@ pub fn purchase_body(s: &MasumiService, payment: &Value) -> Result<Value, Paymen
     }))
 }
 
-/// What one call to the service came to.
-enum Reply {
-    /// 2xx: the envelope's `data`.
-    Data(Value),
-    /// 409: the envelope's `object` (P1: the purchase that exists), when it has one.
-    Conflict(Option<Value>, String),
-    /// Another 4xx: refused, with the service's message.
-    Refused(u16, String),
-    /// 5xx, an unreadable answer, or no answer: worth asking again later.
-    Failed(Option<u16>, String),
-}
-
-async fn call(client: &Client, s: &MasumiService, path: &str, body: &Value) -> Reply {
-    let url = match Url::parse(&format!("{}{path}", s.url)) {
-        Ok(u) => u,
-        Err(e) => return Reply::Failed(None, e.to_string()),
-    };
-    let (status, raw) = match client
-        .post_json(
-            &url,
-            &[("token", s.token.as_str())],
-            body,
-            CALL_TIMEOUT,
-            // A purchase created twice is answered 409 with the one that exists (P1).
-            Resend::Allowed,
-        )
-        .await
-    {
-        Ok(r) => r,
-        Err(e) => return Reply::Failed(None, e.to_string()),
-    };
-    let answer: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
-    let message = answer
-        .pointer("/error/message")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .unwrap_or_else(|| format!("HTTP {status}"));
-    match status {
-        200..=299 => match answer.get("data") {
-            Some(d) if d.is_object() => Reply::Data(d.clone()),
-            _ => Reply::Failed(Some(status), "the answer has no `data` object".to_string()),
-        },
-        409 => Reply::Conflict(answer.get("object").cloned(), message),
-        400..=499 => Reply::Refused(status, message),
-        _ => Reply::Failed(Some(status), message),
-    }
-}
-
-fn note(p: &mut Purchase, what: &str, status: Option<u16>, error: Option<&str>) {
-    let now = Utc::now();
-    p.calls.push(call_record(what, status, now, error));
-    if p.calls.len() > CALLS_KEPT {
-        let extra = p.calls.len() - CALLS_KEPT;
-        p.calls.drain(..extra);
-    }
-    p.updated_at = now;
+fn noted(p: &mut Purchase, what: &str, status: Option<u16>, error: Option<&str>) {
+    p.updated_at = note(&mut p.calls, what, status, error);
 }
 
 /// P1. A 409 is the purchase made before (a retry, a restart): success, with that purchase.
@@ -195,28 +124,37 @@ pub async fn buy(
         }
     };
     p.request = Some(body.clone());
-    match call(client, s, "/purchase", &body).await {
+    match call(
+        client,
+        s,
+        "/purchase",
+        &body,
+        // A purchase created twice is answered 409 with the one that exists (P1).
+        Resend::Allowed,
+    )
+    .await
+    {
         Reply::Data(d) => {
-            note(&mut p, "purchase", Some(200), None);
+            noted(&mut p, "purchase", Some(200), None);
             p.state = PurchaseState::Requested;
             p.detail = None;
             p.service = Some(d);
         }
         Reply::Conflict(object, _) => {
-            note(&mut p, "purchase", Some(409), None);
+            noted(&mut p, "purchase", Some(409), None);
             p.state = PurchaseState::Requested;
             p.detail = None;
             p.service = object.or(p.service.take());
         }
         Reply::Refused(status, message) => {
-            note(&mut p, "purchase", Some(status), Some(&message));
+            noted(&mut p, "purchase", Some(status), Some(&message));
             p.state = PurchaseState::Refused;
             p.detail = Some(format!(
                 "the payment service refused the purchase: {message}"
             ));
         }
         Reply::Failed(status, message) => {
-            note(&mut p, "purchase", status, Some(&message));
+            noted(&mut p, "purchase", status, Some(&message));
             p.state = PurchaseState::Pending;
             p.detail = Some(format!("the payment service could not be asked: {message}"));
         }
@@ -228,16 +166,24 @@ pub async fn buy(
 /// the node gave up (`FundsOrDatumInvalid`) or `payByTime` and the grace have passed.
 pub async fn follow(client: &Client, s: &MasumiService, task: &Task, mut p: Purchase) -> Purchase {
     let body = resolve_body(s, &p);
-    match call(client, s, "/purchase/resolve-blockchain-identifier", &body).await {
+    match call(
+        client,
+        s,
+        "/purchase/resolve-blockchain-identifier",
+        &body,
+        Resend::Allowed,
+    )
+    .await
+    {
         Reply::Data(d) => {
-            note(&mut p, "status", Some(200), None);
+            noted(&mut p, "status", Some(200), None);
             p.service = Some(d);
         }
-        Reply::Conflict(_, message) => note(&mut p, "status", Some(409), Some(&message)),
+        Reply::Conflict(_, message) => noted(&mut p, "status", Some(409), Some(&message)),
         Reply::Refused(status, message) | Reply::Failed(Some(status), message) => {
-            note(&mut p, "status", Some(status), Some(&message))
+            noted(&mut p, "status", Some(status), Some(&message))
         }
-        Reply::Failed(None, message) => note(&mut p, "status", None, Some(&message)),
+        Reply::Failed(None, message) => noted(&mut p, "status", None, Some(&message)),
     }
     let pay_by = task
         .payment
@@ -342,15 +288,16 @@ pub async fn refund(client: &Client, s: &MasumiService, mut p: Purchase, why: &s
             s,
             "/purchase/resolve-blockchain-identifier",
             &resolve_body(s, &p),
+            Resend::Allowed,
         )
         .await
         {
             Reply::Data(d) => {
-                note(&mut p, "status", Some(200), None);
+                noted(&mut p, "status", Some(200), None);
                 p.service = Some(d);
             }
             Reply::Conflict(_, m) | Reply::Refused(_, m) | Reply::Failed(_, m) => {
-                note(&mut p, "status", None, Some(&m));
+                noted(&mut p, "status", None, Some(&m));
             }
         }
         // Asked already (by another instance, or before a restart): nothing more to ask.
@@ -372,19 +319,27 @@ pub async fn refund(client: &Client, s: &MasumiService, mut p: Purchase, why: &s
             ));
             return p;
         }
-        match call(client, s, "/purchase/request-refund", &body).await {
+        match call(
+            client,
+            s,
+            "/purchase/request-refund",
+            &body,
+            Resend::Allowed,
+        )
+        .await
+        {
             Reply::Data(d) => {
-                note(&mut p, "request_refund", Some(200), None);
+                noted(&mut p, "request_refund", Some(200), None);
                 p.service = Some(d);
                 p.state = PurchaseState::RefundRequested;
                 p.detail = Some(format!("{why}; a refund was requested"));
                 return p;
             }
             Reply::Conflict(_, m) if attempt == 0 => {
-                note(&mut p, "request_refund", Some(409), Some(&m));
+                noted(&mut p, "request_refund", Some(409), Some(&m));
             }
             Reply::Conflict(_, m) | Reply::Refused(_, m) | Reply::Failed(_, m) => {
-                note(&mut p, "request_refund", None, Some(&m));
+                noted(&mut p, "request_refund", None, Some(&m));
                 p.state = PurchaseState::RefundFailed;
                 p.detail = Some(format!("{why}; the refund request failed: {m}"));
                 return p;
