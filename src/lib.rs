@@ -22,7 +22,7 @@
 //! | `auth`      | bearer JWTs (HMAC, RSA, EC, EdDSA; key sets over a file or URL) |
 //! | `limit`     | rate limits per route, client and subject (governor GCRA; shared through Redis) |
 //! | `credits`   | what steps cost; `verify`, the ledger's invariants |
-//! | `payment`   | paying agents on their own rail (a Masumi purchase; an x402 402 paid from the route's wallet), on the operator's account; x402's wire and offers |
+//! | `payment`   | paying agents on their own rail (a Masumi purchase; an x402 402 paid from the route's wallet), on the operator's account, and being paid (x402's wire and offers; a Masumi payment request as the seller) |
 //! | `error`     | what a request can end in: the concerns' errors composed, with status and code |
 //! | `engine`    | operations over the canonical model: decode, hold, call the back, capture, encode; the watcher |
 //! | `state`     | what every request reads: the live config (`Live`, swapped whole by a reload), the engine |

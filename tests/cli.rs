@@ -731,3 +731,49 @@ async fn sighup_reloads_the_config_and_a_broken_file_leaves_it_serving() {
     let status = served.exited().await;
     assert_eq!(status.code(), Some(0));
 }
+
+/// A route that sells on Masumi: `check` refuses windows the node would refuse, or that leave
+/// the agent too little time, and a front that cannot show a payment request; the ok line is
+/// followed by what each selling route asks of its buyers.
+#[test]
+fn check_judges_a_selling_routes_windows_and_front_and_says_what_it_sells() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |front: &str, sell: &str| {
+        let config = format!(
+            "[[listeners]]\naddress = \"127.0.0.1:0\"\n[[upstreams]]\nname = \"u\"\naddress = \"127.0.0.1:1\"\n\
+             [[routes]]\nname = \"sold\"\nmatch = {{ path_prefix = \"/\" }}\nupstream = \"u\"\nfront = \"{front}\"\nback = \"nevermined\"\n\
+             [routes.payment.accept.masumi]\nurl = \"http://127.0.0.1:3001/api/v1\"\ntoken_env = \"INTERLINGUA_CLI_SELLER_KEY\"\n\
+             agent_identifier = \"{}\"\n{sell}\n",
+            "0c2912d4".repeat(8)
+        );
+        let file = dir.path().join("sell.toml");
+        std::fs::write(&file, config).unwrap();
+        let out = interlingua()
+            .args(["check", "-c", file.to_str().unwrap()])
+            .env("INTERLINGUA_CLI_SELLER_KEY", "k")
+            .output()
+            .unwrap();
+        (out.status.code(), stdout(&out))
+    };
+    let (code, text) = write("mip003", "max_run = \"2h\"");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("routes[0] (`sold`): sells as 0c2912…12d4 on Preprod, payByTime +12h, submitResultTime +1day, max_run 2h"),
+        "{text}"
+    );
+    let (code, text) = write("mip003", "max_run = \"2h\"\nsubmit_result_by = \"13h\"");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("routes[0].payment.accept.masumi.submit_result_by: 13h leaves 1h after pay_by; a buyer may lock as late as pay_by, and max_run (2h) and the node's 5m before submitResultTime need 2h 5m"),
+        "{text}"
+    );
+    let (code, text) = write("a2a", "max_run = \"2h\"");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("routes[0].payment.accept.masumi: the front `a2a` cannot sell a job"),
+        "{text}"
+    );
+    let (code, text) = write("mip003", "");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("max_run"), "{text}");
+}

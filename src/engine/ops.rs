@@ -946,6 +946,13 @@ impl Engine {
             patch.status = Some(Status::Running);
             patch.reason = Some(mapping::task::SUBMITTING_RESULT.to_string());
         }
+        // A sold job's agent waiting for its own payment waits for interlingua's (a resold
+        // Masumi agent): its buyer has paid, and is never shown `awaiting_payment` again.
+        if stored.task.sale.is_some()
+            && patch.reason.as_deref() == Some(mapping::task::AWAITING_PAYMENT)
+        {
+            patch.reason = Some(super::pay::PAYING_AGENT.to_string());
+        }
         // Set when the patch could not be stored: the task then fails instead, and the caller
         // hears why.
         let mut unstorable: Option<ProxyError> = None;

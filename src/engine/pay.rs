@@ -21,7 +21,7 @@ const PAYMENT: &str = "payment";
 
 /// Why a sold job waits while interlingua's own purchase from its agent is not locked: its
 /// buyer has paid, and sees it running (engine/sell.rs resells a Masumi agent so).
-const PAYING_AGENT: &str = "paying_agent";
+pub(super) const PAYING_AGENT: &str = "paying_agent";
 
 /// Whether a refresh of `stored` has a payment to follow: its route has a payment service and
 /// the task a job to pay for.

@@ -1,11 +1,13 @@
-//! Paying agents on their own rail: interlingua as the purchaser, on the operator's account.
+//! Paying agents on their own rail: interlingua as the purchaser, on the operator's account; and
+//! being paid on a rail of its own (x402, a Masumi payment request).
 //!
 //! A route with a payment service (`payment = { masumi = { … } }`) pays for each job whose back
 //! answer carried a payment request (`task.payment`). The engine calls this module at two
 //! points only: after the back's create answer ([`Payer::buy`]) and on every refresh of the task
 //! ([`Payer::follow`], [`Payer::refund`]); each returns the purchase record to store, and the
 //! engine decides from its state what the task becomes. The rail's own protocol lives in one
-//! file per rail ([`masumi`]); [`x402`] holds the x402 rail: its wire and offers, being paid by
+//! module per rail ([`masumi`]: its purchaser side, and its seller side, [`masumi::sell`], with
+//! which the engine sells a route's jobs on the operator's node); [`x402`] holds the x402 rail: its wire and offers, being paid by
 //! clients, and paying agents that answer a call with 402 (`payment.pay.x402`: [`x402::pay`],
 //! which the engine calls when a back call is answered 402, outside [`Payer`]: such an agent
 //! asks per call, not once per job).

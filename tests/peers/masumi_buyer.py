@@ -11,12 +11,15 @@ Usage:
   masumi_buyer.py --agent <base URL of the MIP-003 service> --node <payment node base URL, …/api/v1>
                   --token <purchaser API key> --input '<input_data as JSON>' [--identifier <hex>]
                   [--network Preprod] [--timeout 60] [--poll 0.2] [--no-pay] [--bearer <token>]
+                  [--job '<a start_job answer as JSON>']
 
   --identifier  identifier_from_purchaser; default a fresh 16-hex-character one
   --timeout     seconds to wait for a final status (completed / failed)
   --poll        seconds between /status polls
   --no-pay      make no purchase (P1 and P2 are skipped)
   --bearer      send `Authorization: Bearer <token>` to the service (a credit holder, not a Masumi buyer)
+  --job         pay for a job asked for before (this is its start_job answer, for --identifier and
+                --input): no start_job is sent
 
 Prints exactly one JSON line on stdout (masumi's logs go to stderr):
   start_job refused (non-2xx): {"start_status": <n>, "start_body": <body>}, exit 2
@@ -108,7 +111,10 @@ async def buy(args):
     identifier = args.identifier or secrets.token_hex(8)
     headers = {"Authorization": f"Bearer {args.bearer}"} if args.bearer else {}
     async with aiohttp.ClientSession() as http:
-        status, start = await start_job(http, args, identifier, input_data, headers)
+        if args.job:
+            status, start = 200, json.loads(args.job)
+        else:
+            status, start = await start_job(http, args, identifier, input_data, headers)
         if not 200 <= status < 300 or not isinstance(start, dict):
             return {"start_status": status, "start_body": start}, 2
         purchase, purchase_error = None, None
@@ -160,6 +166,7 @@ def main():
     ap.add_argument("--poll", type=float, default=0.2)
     ap.add_argument("--no-pay", action="store_true")
     ap.add_argument("--bearer")
+    ap.add_argument("--job")
     args = ap.parse_args()
     args.agent, args.node = args.agent.rstrip("/"), args.node.rstrip("/")
     assert masumi.__version__ == "1.2.0", masumi.__version__
