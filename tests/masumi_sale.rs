@@ -58,6 +58,43 @@ struct World {
     text: String,
 }
 
+/// A world whose interlingua is stopped, its store kept.
+struct Stopped {
+    world: (Peer, Option<Peer>, String),
+    data: tempfile::TempDir,
+}
+
+impl Stopped {
+    /// Starts interlingua again on the store (on another port).
+    fn start(self) -> World {
+        let (standin, _agent, text) = self.world;
+        let proxy = Proxy::start_in(&text, self.data);
+        World {
+            standin,
+            _agent,
+            proxy,
+            text,
+        }
+    }
+
+    /// The buyer's own node, as masumi's purchase client calls it: `path` with `body`.
+    async fn buyer_node(&self, path: &str, body: Value) -> Value {
+        let resp = client()
+            .post(format!(
+                "http://127.0.0.1:{}/api/v1{path}",
+                self.world.0.port
+            ))
+            .header("token", BUYER_KEY)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let (status, answer) = status_and_json(resp).await;
+        assert_eq!(status, 200, "{path}: {answer}");
+        answer
+    }
+}
+
 /// The selling node's part of a route: the stand-in at `port`, windows as given.
 fn sell_table(port: u16, extra: &str) -> String {
     format!(
@@ -204,6 +241,11 @@ sync_timeout = "10s"
 
     /// Stops interlingua and starts it again on the same store (on another port).
     async fn restart(self) -> World {
+        self.stop().await.start()
+    }
+
+    /// Stops interlingua, keeping its store.
+    async fn stop(self) -> Stopped {
         let World {
             standin,
             _agent,
@@ -211,12 +253,9 @@ sync_timeout = "10s"
             text,
         } = self;
         let data = proxy.stop_keeping_data().await;
-        let proxy = Proxy::start_in(&text, data);
-        World {
-            standin,
-            _agent,
-            proxy,
-            text,
+        Stopped {
+            world: (standin, _agent, text),
+            data,
         }
     }
 
@@ -546,6 +585,28 @@ async fn sold_to_a_masumi_buyer(agent: Agent, input: Value, result: &str) {
         .await;
     let task = w.admin(&format!("/tasks/{job}")).await;
     assert_eq!(task["task"]["status"], "completed");
+    // The operator sees the sale: the console's task page, the list of sales, a clean ledger.
+    let (status, page) = Admin::new(&w.proxy)
+        .console_page(&format!("tasks/{job}"))
+        .await;
+    assert_eq!(status, 200);
+    for shown in [
+        "Sold on Masumi",
+        "data-state=\"withdrawn\"",
+        &reference,
+        "payByTime",
+    ] {
+        assert!(page.contains(shown), "{shown} in {page}");
+    }
+    let all = w.admin("/sales").await;
+    assert_eq!(all["sales"][0]["task_id"], job.as_str());
+    assert_eq!(
+        all["sales"][0]["times"]["payByTime"]["ms"],
+        start["payByTime"]
+    );
+    assert_eq!(w.admin("/sales?open=true").await["sales"], json!([]));
+    let verify = w.admin("/credits/verify").await;
+    assert_eq!(verify["ok"], true, "{verify}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -903,4 +964,57 @@ async fn a_sold_job_polled_by_a_hundred_clients_at_once_is_submitted_and_booked_
         w.ledger(&subject).await,
         kinds(&[("grant", amount), ("hold", amount), ("release", amount)])
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_buyer_asking_for_a_refund_before_the_job_ran_fails_it_and_nothing_reaches_the_agent() {
+    let w = World::start(Agent::Nothing, "").await;
+    let input = json!({"text": "changed my mind"});
+    let job = w.start_job(&input).await;
+    let id = job["job_id"].as_str().unwrap().to_string();
+    // While interlingua is away, the buyer locks the funds and asks for them back.
+    let stopped = w.stop().await;
+    let ms = |k: &str| Value::String(job[k].as_i64().unwrap().to_string());
+    let reference = job["blockchainIdentifier"].clone();
+    stopped
+        .buyer_node(
+            "/purchase",
+            json!({
+                "blockchainIdentifier": reference, "network": "Preprod",
+                "sellerVkey": job["sellerVKey"], "agentIdentifier": job["agentIdentifier"],
+                "identifierFromPurchaser": PURCHASER, "inputHash": job["input_hash"],
+                "payByTime": ms("payByTime"), "submitResultTime": ms("submitResultTime"),
+                "unlockTime": ms("unlockTime"),
+                "externalDisputeUnlockTime": ms("externalDisputeUnlockTime"),
+                "paymentType": "Web3CardanoV1",
+            }),
+        )
+        .await;
+    let resolve =
+        json!({"blockchainIdentifier": reference, "network": "Preprod", "includeHistory": "false"});
+    let locked = stopped
+        .buyer_node("/purchase/resolve-blockchain-identifier", resolve)
+        .await;
+    assert_eq!(locked["data"]["onChainState"], "FundsLocked", "{locked}");
+    stopped
+        .buyer_node(
+            "/purchase/request-refund",
+            json!({"blockchainIdentifier": reference, "network": "Preprod"}),
+        )
+        .await;
+    let w = stopped.start();
+    let failed = w.status_is(&id, "failed").await;
+    assert_eq!(failed["job_id"], id.as_str());
+    let task = w.admin(&format!("/tasks/{id}")).await;
+    assert_eq!(task["task"]["reason"], "payment", "{task}");
+    assert_eq!(
+        task["task"]["message"],
+        "the buyer asked for a refund before the job ran"
+    );
+    assert!(task["task"]["upstream_id"].is_null(), "nothing ran: {task}");
+    // The funds were locked, then the task ended: held and released, to be revoked when the
+    // buyer's node takes them back.
+    let sale = w.sale_in(&id, "locked").await;
+    w.decided(&id, &sale, "/_refund", "refunded", "revoke")
+        .await;
 }

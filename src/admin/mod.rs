@@ -393,6 +393,7 @@ impl ServeHttp for Admin {
             (_, p)
                 if p.starts_with("/credits/")
                     || p.starts_with("/tasks/")
+                    || p == "/sales"
                     || p == "/config"
                     || p == "/config/reload" =>
             {
