@@ -133,6 +133,11 @@ impl World {
     /// The stand-in and interlingua selling jobs of `agent` at `/`; `sell`: more of the
     /// selling table.
     async fn start(agent: Agent, sell: &str) -> World {
+        World::start_on(agent, sell, "").await
+    }
+
+    /// [`World::start`] with `store` (a `[store]` table; empty: the default SQLite store).
+    async fn start_on(agent: Agent, sell: &str, store: &str) -> World {
         let sell = sell.to_string();
         let standin = tokio::task::spawn_blocking(standin).await.unwrap();
         let node = format!("http://127.0.0.1:{}/api/v1", standin.port);
@@ -211,7 +216,8 @@ impl World {
             }
         };
         let text = paid_config(&format!(
-            r#"[[upstreams]]
+            r#"{store}
+[[upstreams]]
 name = "agent"
 address = "{upstream}"
 read_timeout = "10s"
@@ -506,6 +512,25 @@ impl World {
         rows.push((last, amount));
         assert_eq!(self.ledger(&subject).await, kinds(&rows));
     }
+}
+
+/// A client polling a sold job's `/status` (`url`, no token) until it completes: its last
+/// answer. Any other answer than 200, or a failure, fails the test.
+fn poller(url: String) -> tokio::task::JoinHandle<Value> {
+    tokio::spawn(async move {
+        let http = client();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let (code, body) = status_and_json(http.get(&url).send().await.unwrap()).await;
+            assert_eq!(code, 200, "{url} {body}");
+            if body["status"] == "completed" {
+                return body;
+            }
+            assert_ne!(body["status"], "failed", "{body}");
+            assert!(tokio::time::Instant::now() < deadline, "{body}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
 }
 
 /// The statuses the buyer saw, in order.
@@ -929,26 +954,7 @@ async fn a_sold_job_polled_by_a_hundred_clients_at_once_is_submitted_and_booked_
     let id = job["job_id"].as_str().unwrap().to_string();
     let url = w.proxy.url(&format!("/status?job_id={id}"));
     // A hundred clients poll the job until it completes, while its buyer pays for it.
-    let pollers: Vec<_> = (0..100)
-        .map(|_| {
-            let url = url.clone();
-            tokio::spawn(async move {
-                let http = client();
-                let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-                loop {
-                    let resp = http.get(&url).send().await.unwrap();
-                    let (code, body) = status_and_json(resp).await;
-                    assert_eq!(code, 200, "{body}");
-                    if body["status"] == "completed" {
-                        return body;
-                    }
-                    assert_ne!(body["status"], "failed", "{body}");
-                    assert!(tokio::time::Instant::now() < deadline, "{body}");
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            })
-        })
-        .collect();
+    let pollers: Vec<_> = (0..100).map(|_| poller(url.clone())).collect();
     let bought = w.pay_for(&job, input, "60").await;
     assert_eq!(bought["final"]["status"], "completed", "{bought}");
     for p in pollers {
@@ -1016,5 +1022,30 @@ async fn a_buyer_asking_for_a_refund_before_the_job_ran_fails_it_and_nothing_rea
     // buyer's node takes them back.
     let sale = w.sale_in(&id, "locked").await;
     w.decided(&id, &sale, "/_refund", "refunded", "revoke")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_on_postgresql_sell_a_job_once() {
+    let pg = testkit::postgres::Postgres::start();
+    let store = format!("[store]\nurl = \"{}\"\n", pg.database("sold"));
+    let w = World::start_on(Agent::Nevermined, "", &store).await;
+    // A second instance on the same store: both sweep the sales, both answer the buyer.
+    let other = Proxy::start(&w.text);
+    let input = json!({"text": "two sellers"});
+    let job = w.start_job(&input).await;
+    let id = job["job_id"].as_str().unwrap().to_string();
+    let pollers: Vec<_> = (0..40)
+        .map(|i| poller([&w.proxy, &other][i % 2].url(&format!("/status?job_id={id}"))))
+        .collect();
+    let bought = w.pay_for(&job, input, "60").await;
+    assert_eq!(bought["final"]["status"], "completed", "{bought}");
+    for p in pollers {
+        assert_eq!(p.await.unwrap()["result"], bought["final"]["result"]);
+    }
+    assert_eq!(w.calls("/payment").await.len(), 1);
+    assert_eq!(w.calls("/payment/submit-result").await.len(), 1);
+    let sale = w.sale_in(&id, "submitted").await;
+    w.decided(&id, &sale, "/_withdraw", "withdrawn", "capture")
         .await;
 }
