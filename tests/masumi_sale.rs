@@ -623,6 +623,12 @@ async fn sold_to_a_masumi_buyer(agent: Agent, input: Value, result: &str) {
     ] {
         assert!(page.contains(shown), "{shown} in {page}");
     }
+    let (status, list) = Admin::new(&w.proxy).console_page("sales").await;
+    assert_eq!(status, 200);
+    assert!(
+        list.contains(&reference) && list.contains("withdrawn"),
+        "{list}"
+    );
     let all = w.admin("/sales").await;
     assert_eq!(all["sales"][0]["task_id"], job.as_str());
     assert_eq!(

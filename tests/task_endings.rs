@@ -370,7 +370,7 @@ async fn a_create_in_flight_when_the_proxy_is_killed_fails_as_interrupted_after_
         ]
     );
 
-    let clean = json!({"ok": true, "accounts": [], "holds": [], "tasks_without_upstream_id": [], "sales": [], "costs": []});
+    let clean = json!({"ok": true, "accounts": [], "holds": [], "tasks_without_upstream_id": [], "sales": [], "masumi_sales": [], "costs": []});
     assert_eq!(cli_verify(&file), (Some(0), clean.clone()));
     assert_eq!(admin_verify(second.admin).await, (200, clean));
 
@@ -392,6 +392,7 @@ async fn a_create_in_flight_when_the_proxy_is_killed_fails_as_interrupted_after_
             "problem": "task_ended", "route": "paid", "status": "failed"}],
         "tasks_without_upstream_id": [],
         "sales": [],
+        "masumi_sales": [],
         "costs": [],
     });
     assert_eq!(cli_verify(&file), (Some(1), found.clone()));

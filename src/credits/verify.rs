@@ -27,7 +27,7 @@ use serde::Serialize;
 
 use crate::config::Config;
 use mapping::task::Status;
-use store::{Balance, HeldTask, OpenHold, Sale, SaleState, Unstarted};
+use store::{Balance, EscrowSale, EscrowState, HeldTask, OpenHold, Sale, SaleState, Unstarted};
 use store::{StoreError, TaskStore};
 
 /// What a deadline is given before the check holds it against a task: a minute.
@@ -69,6 +69,9 @@ pub struct Report {
     pub holds: Vec<StuckHold>,
     pub tasks_without_upstream_id: Vec<Unstarted>,
     pub sales: Vec<SaleProblem>,
+    /// Jobs sold on a Masumi node that no instance follows any more, or whose funds the node
+    /// has not withdrawn when it should have.
+    pub masumi_sales: Vec<EscrowProblem>,
     /// Payments to agents whose outcome was never recorded: a stop between the payment leaving
     /// and the agent's answer. The agent may have been paid: its records (or the chain) say.
     pub costs: Vec<CostProblem>,
@@ -103,6 +106,53 @@ pub struct SaleProblem {
     pub problem: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+}
+
+/// A job sold on an escrow rail that needs its operator.
+#[derive(Debug, Clone, Serialize)]
+pub struct EscrowProblem {
+    pub task_id: String,
+    pub route: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    pub state: &'static str,
+    /// `not_followed` (due for over an hour: its route is gone or sells no more, or no
+    /// instance runs) or `withdrawal_overdue` (its result submitted, `unlockTime` an hour past,
+    /// not withdrawn: a node that does not withdraw by itself waits for its operator).
+    pub problem: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// How long past its time a sale may go unlooked at, or unwithdrawn, before it is a problem.
+const ESCROW_LATE: Duration = Duration::from_secs(3600);
+
+/// The most open escrow sales one check reads.
+const ESCROW_CHECKED: u32 = 100_000;
+
+/// Why `sale` needs its operator at `now`, if it does.
+fn escrow_problem(sale: EscrowSale, now: DateTime<Utc>) -> Option<EscrowProblem> {
+    let unlock = sale
+        .service
+        .as_ref()
+        .and_then(|p| crate::payment::masumi::sell::time_of(p, "unlockTime"));
+    let problem = if past(sale.due, ESCROW_LATE, now) {
+        "not_followed"
+    } else if sale.state == EscrowState::Submitted
+        && unlock.is_some_and(|u| past(u, ESCROW_LATE, now))
+    {
+        "withdrawal_overdue"
+    } else {
+        return None;
+    };
+    Some(EscrowProblem {
+        task_id: sale.task_id,
+        route: sale.route,
+        reference: sale.reference,
+        state: sale.state.name(),
+        problem,
+        detail: sale.detail,
+    })
 }
 
 /// An account whose balance differs from its rows.
@@ -197,6 +247,12 @@ pub async fn verify(
         .into_iter()
         .filter_map(|s| unsettled(s, now))
         .collect();
+    let masumi_sales: Vec<EscrowProblem> = store
+        .escrow_sales(true, ESCROW_CHECKED)
+        .await?
+        .into_iter()
+        .filter_map(|s| escrow_problem(s, now))
+        .collect();
     let mut overdue = Vec::new();
     for c in store.costs_sending().await? {
         if !past(c.at, SENDING_TIME, now) {
@@ -228,11 +284,13 @@ pub async fn verify(
             && holds.is_empty()
             && tasks_without_upstream_id.is_empty()
             && sales.is_empty()
+            && masumi_sales.is_empty()
             && costs.is_empty(),
         accounts,
         holds,
         tasks_without_upstream_id,
         sales,
+        masumi_sales,
         costs,
     })
 }
@@ -433,5 +491,38 @@ mod tests {
         let elsewhere = verify(&store, &HashMap::new(), at(0)).await.unwrap();
         let problems: Vec<&str> = elsewhere.holds.iter().map(|h| h.problem).collect();
         assert_eq!(problems, ["route_unknown", "route_unknown"]);
+    }
+
+    #[test]
+    fn a_sale_no_one_follows_or_the_node_does_not_withdraw_needs_its_operator() {
+        let now = Utc::now();
+        let sale = |state, due: DateTime<Utc>, unlock: DateTime<Utc>| EscrowSale {
+            task_id: "t".to_string(),
+            route: "r".to_string(),
+            rail: "masumi".to_string(),
+            reference: Some("b1".to_string()),
+            client_ref: "aabbccddeeff0011".to_string(),
+            input_hash: "ab".to_string(),
+            state,
+            due,
+            detail: None,
+            request: None,
+            service: Some(serde_json::json!({"unlockTime": unlock.timestamp_millis().to_string()})),
+            plan: None,
+            subject: None,
+            amount: Some(5),
+            result_hash: None,
+            calls: Vec::new(),
+            created_at: now,
+            updated_at: now,
+        };
+        let hours = |h: i64| now - chrono::Duration::hours(h);
+        let later = now + chrono::Duration::hours(30);
+        assert!(escrow_problem(sale(EscrowState::Requested, now, later), now).is_none());
+        let lost = escrow_problem(sale(EscrowState::Requested, hours(2), later), now).unwrap();
+        assert_eq!((lost.problem, lost.state), ("not_followed", "requested"));
+        let unpaid = escrow_problem(sale(EscrowState::Submitted, now, hours(2)), now).unwrap();
+        assert_eq!(unpaid.problem, "withdrawal_overdue");
+        assert!(escrow_problem(sale(EscrowState::Locked, now, hours(2)), now).is_none());
     }
 }

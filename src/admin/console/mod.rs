@@ -1,7 +1,8 @@
 //! The operator's console on the admin listener, `/console`: the routes with their dialects and
 //! their agents' health, the config and its last reload, tasks (filtered by route, status and
-//! subject) with their steps and ledger rows, accounts with their balances and history, and the
-//! credits spent per route and per day as an SVG plot drawn here.
+//! subject) with their steps, ledger rows and payments, accounts with their balances and history,
+//! the credits spent per route and per day as an SVG plot drawn here, and the jobs sold on a
+//! Masumi node.
 //!
 //! Pages are HTML rendered on the server (maud: every value escaped) and need no JavaScript.
 //! One logs in with the admin token, which sets a session cookie ([`session`]); every action
@@ -27,6 +28,9 @@ use mapping::dialect::template::parse_query;
 use mapping::task::Status;
 use session::{Keyring, Session, COOKIE};
 use store::{Account, AccountQuery, StoreError, TaskQuery};
+
+/// The most Masumi sales the console's list shows (the newest).
+const SALES_LISTED: u32 = 200;
 
 /// Tasks and accounts shown per page.
 const PAGE: u32 = 50;
@@ -188,6 +192,11 @@ impl Console {
                     let since = all.first().cloned().unwrap_or_default();
                     let rows = store.spend_by_day(&since).await?;
                     pages::spend(&rows, &all, days, &csrf)
+                }
+                "/console/sales" => {
+                    let open = q("open").is_some_and(|v| v == "1" || v == "true");
+                    let sales = store.escrow_sales(open, SALES_LISTED).await?;
+                    pages::sales(&sales, open, &csrf)
                 }
                 _ => return Err(Failure::NotFound(format!("no console page {path}"))),
             })

@@ -39,6 +39,7 @@ fn layout(title: &str, csrf: Option<&str>, body: Markup) -> Markup {
                             a href="/console/tasks" { "Tasks" }
                             a href="/console/accounts" { "Accounts" }
                             a href="/console/spend" { "Spend" }
+                            a href="/console/sales" { "Sales" }
                         }
                         form method="post" action="/console/logout" class="logout" {
                             input type="hidden" name="csrf" value=(csrf);
@@ -499,6 +500,37 @@ pub fn spend(rows: &[DaySpend], days: &[String], n: i64, csrf: &str) -> Markup {
             table id="spend" {
                 thead { tr { th { "route" } th { "credits" } } }
                 tbody { @for (route, c) in &totals { tr { td { (route) } td class="num" { (c) } } } }
+            }
+        },
+    )
+}
+
+/// The jobs sold on a Masumi node, newest first (`open`: only those the chain has not decided).
+pub fn sales(sales: &[EscrowSale], open: bool, csrf: &str) -> Markup {
+    layout(
+        "Sales",
+        Some(csrf),
+        html! {
+            form method="get" action="/console/sales" class="filter" {
+                label { input type="checkbox" name="open" value="1" checked[open]; " only open" }
+                button type="submit" { "Show" }
+            }
+            table id="sales" {
+                thead { tr { th { "task" } th { "route" } th { "state" } th { "payment request" } th { "amount" } th { "buyer" } th { "result hash" } th { "updated" } } }
+                tbody {
+                    @for s in sales {
+                        tr data-state=(s.state.name()) {
+                            td { a href={ "/console/tasks/" (s.task_id) } { code { (s.task_id) } } }
+                            td { (s.route) }
+                            td { (s.state.name()) }
+                            td { code { (s.reference.clone().unwrap_or_default()) } }
+                            td class="num" { (s.amount.map(|a| a.to_string()).unwrap_or_default()) }
+                            td { code { (s.subject.clone().unwrap_or_default()) } }
+                            td { code { (s.result_hash.clone().unwrap_or_default()) } }
+                            td { (s.updated_at.format("%Y-%m-%d %H:%M:%S")) }
+                        }
+                    }
+                }
             }
         },
     )
