@@ -11,24 +11,13 @@ use toml::Spanned;
 
 use super::file::{self, AuthSection, KeyEntry};
 use super::model::*;
-use super::validate::duration;
+use super::values::{duration, from_env};
 use mapping::problem::Collector;
 use mapping::units::parse_size;
 
 const DEFAULT_LEEWAY: Duration = Duration::from_secs(30);
 const DEFAULT_MAX_TOKEN: usize = 8 * 1024;
 const DEFAULT_JWKS_REFRESH: Duration = Duration::from_secs(60);
-
-/// The value of the environment variable named at `env` (a secret never sits in the file).
-pub fn from_env(env: &Spanned<String>, path: &str, p: &mut Collector<'_>) -> Option<String> {
-    match std::env::var(env.get_ref()) {
-        Ok(v) if !v.is_empty() => Some(v),
-        _ => {
-            p.unset_env(Some(env.span()), path, env.get_ref());
-            None
-        }
-    }
-}
 
 /// `[auth]`. `Some(None)`: no auth configured; `None`: problems were recorded.
 pub fn auth(a: Option<&AuthSection>, p: &mut Collector<'_>) -> Option<Option<Auth>> {

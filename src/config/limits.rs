@@ -5,10 +5,9 @@ use std::time::Duration;
 
 use redis::IntoConnectionInfo;
 
-use super::access::from_env;
 use super::file::LimitsSection;
 use super::model::{OnRedisError, SharedLimits};
-use super::validate::{duration, no_effect_without};
+use super::values::{duration, from_env, no_effect_without};
 use mapping::problem::Collector;
 
 /// A request must never wait long on Redis: a round trip on a LAN takes well under a millisecond.

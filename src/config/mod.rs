@@ -14,6 +14,7 @@ mod sell;
 mod storage;
 mod url;
 mod validate;
+mod values;
 
 use std::path::Path;
 

@@ -2,10 +2,10 @@
 //! answer to a call (x402: a 402 with `PAYMENT-REQUIRED`). The wallet's key comes from the
 //! environment only; the policy (networks, assets, caps) is what no payment leaves.
 
-use super::access::from_env;
 use super::file::{self, X402PayEntry};
 use super::model::{SecretKey, X402Pay};
 use super::payment::{is_address, is_evm_network};
+use super::values::from_env;
 use mapping::problem::Collector;
 use toml::Spanned;
 

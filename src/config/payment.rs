@@ -4,12 +4,11 @@
 
 use std::time::Duration;
 
-use super::access::from_env;
 use super::file::{self, MasumiEntry, X402AcceptEntry, X402OfferEntry};
 use super::model::{
     MasumiNetwork, MasumiService, PaymentService, X402Accept, X402Offer, X402Scheme,
 };
-use super::validate::duration;
+use super::values::{duration, from_env};
 use mapping::problem::Collector;
 use toml::Spanned;
 

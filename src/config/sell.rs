@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::file::{self, MasumiSellEntry};
 use super::model::{MasumiSeller, MasumiService};
-use super::validate::duration;
+use super::values::duration;
 use mapping::problem::Collector;
 
 /// masumi 1.2.0's own windows (`masumi/payment.py`): a buyer has 12 hours to pay, the result is

@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use super::access::from_env;
 use super::file::StoreSection;
 use super::model::{StoreBackend, StoreSettings};
-use super::validate::duration;
+use super::values::{duration, from_env};
 use mapping::problem::Collector;
 
 /// Enough for a proxy's concurrent writes on a 2-core database; PostgreSQL's own default

@@ -15,9 +15,10 @@ use super::model::*;
 use super::pay;
 use super::payment;
 use super::sections::RawConfig;
+use super::values::{duration, duration_or_zero, from_env, no_effect_without};
 use mapping::depth;
 use mapping::problem::Collector;
-use mapping::units::{parse_duration, parse_size};
+use mapping::units::parse_size;
 use masumi::attachment01;
 
 pub const DEFAULT_ADMIN_ADDRESS: &str = "127.0.0.1:9901";
@@ -173,7 +174,7 @@ fn server(s: &file::ServerSection, p: &mut Collector<'_>) -> Option<ServerSettin
 
 /// `server.seal_key_env`: the key from the environment, at least [`SealKey::MIN_LEN`] bytes.
 fn seal_key(env: &Spanned<String>, p: &mut Collector<'_>) -> Option<SealKey> {
-    let key = access::from_env(env, "server.seal_key_env", p)?;
+    let key = from_env(env, "server.seal_key_env", p)?;
     if key.len() < SealKey::MIN_LEN {
         p.at(
             Some(env.span()),
@@ -319,30 +320,13 @@ fn telemetry(
     })
 }
 
-/// Reports each of `set`'s keys of `section` that is set, `(set, key)`, as having no effect
-/// without the section's `needed` key.
-pub(super) fn no_effect_without(
-    set: &[(bool, &str)],
-    section: &str,
-    needed: &str,
-    p: &mut Collector<'_>,
-) {
-    for (_, key) in set.iter().filter(|(set, _)| *set) {
-        p.at(
-            None,
-            format!("{section}.{key}"),
-            format!("has no effect without {section}.{needed}"),
-        );
-    }
-}
-
 fn admin(a: Option<&file::AdminSection>, p: &mut Collector<'_>) -> Option<AdminListener> {
     let address = match a {
         Some(a) => socket_address(&a.address, "admin.address", p)?,
         None => DEFAULT_ADMIN_ADDRESS.parse().ok()?,
     };
     let token = match a.and_then(|a| a.token_env.as_ref()) {
-        Some(env) => Some(access::from_env(env, "admin.token_env", p)?),
+        Some(env) => Some(from_env(env, "admin.token_env", p)?),
         None => None,
     };
     Some(AdminListener { address, token })
@@ -896,41 +880,6 @@ fn dialect(name: Option<&Spanned<String>>, path: &str, p: &mut Collector<'_>) ->
                 path,
                 format!("`{other}` is not a dialect name (letters, digits and '_')"),
             );
-            None
-        }
-    }
-}
-
-/// A duration where zero is meaningful (`"0s"`: off).
-fn duration_or_zero(
-    value: Option<&Spanned<String>>,
-    path: &str,
-    default: Duration,
-    p: &mut Collector<'_>,
-) -> Option<Duration> {
-    match value.map(|v| parse_duration(v.get_ref())) {
-        Some(Ok(d)) if d.is_zero() => Some(d),
-        _ => duration(value, path, default, p),
-    }
-}
-
-pub(super) fn duration(
-    value: Option<&Spanned<String>>,
-    path: &str,
-    default: Duration,
-    p: &mut Collector<'_>,
-) -> Option<Duration> {
-    let Some(v) = value else {
-        return Some(default);
-    };
-    match parse_duration(v.get_ref()) {
-        Ok(d) if d.is_zero() => {
-            p.at(Some(v.span()), path, "must be longer than zero");
-            None
-        }
-        Ok(d) => Some(d),
-        Err(e) => {
-            p.at(Some(v.span()), path, e);
             None
         }
     }
