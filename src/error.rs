@@ -1,5 +1,5 @@
 //! The errors a request can end in, and how each one is classified. Rendering them as HTTP
-//! responses happens in exactly one place: `proxy::respond`.
+//! responses happens in exactly one place: `engine::answer`.
 
 use pingora::{Error as PingoraError, ErrorSource, ErrorType};
 use store::StoreError;

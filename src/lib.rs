@@ -24,10 +24,10 @@
 //! | `credits`   | what steps cost; `verify`, the ledger's invariants |
 //! | `payment`   | paying agents on their own rail (a Masumi purchase; an x402 402 paid from the route's wallet), on the operator's account, and being paid (x402's wire and offers; a Masumi payment request as the seller) |
 //! | `error`     | what a request can end in: the concerns' errors composed, with status and code |
-//! | `engine`    | operations over the canonical model: decode, hold, call the back, capture, encode; the watcher |
+//! | `engine`    | a front request carried out as one canonical operation: `request` (the request read), `ops/` (one file per operation), `tasks` (stored, applied, refreshed), `back/` (every call to an agent), `settle/` (where a step is charged; the rails), `answer` (the one place answers and errors are rendered); the watcher |
 //! | `state`     | what every request reads: the live config (`Live`, swapped whole by a reload), the engine |
 //! | `reload`    | reading the config again and swapping it in (SIGHUP, file changes, the admin API); what takes a restart |
-//! | `proxy`     | the pipeline: pingora's `ProxyHttp` phases (see its phase chart); `respond`, the one place errors become responses |
+//! | `proxy`     | the pipeline: pingora's `ProxyHttp` phases (see its phase chart); `operation`, a translated route's request handed to the engine and its outcome written; `respond`, errors met before the engine written |
 //! | `admin`     | `/healthz`, `/readyz`, `/metrics`, `/config`, credits and tasks on the admin listener |
 //! | `server`    | binds listeners, runs pingora's services, graceful shutdown |
 //! | `cli`       | `interlingua serve / check / demo / translate / dialects / credits / token` |
@@ -41,7 +41,8 @@
 //!             translated:  ─► engine: decode (front mapping) ─► hold credits ─► call the back
 //!                              (back mapping, upstream::Client) ─► capture per step ─► encode
 //!        ─► access log
-//!        ◄─ errors: proxy::respond, in the front dialect's shape (or JSON {"error":{…}})
+//!        ◄─ answers and errors: engine::answer renders them, in the front dialect's shape (or JSON
+//!           {"error":{…}}); proxy::operation and proxy::respond write them
 //! ```
 
 #![forbid(unsafe_code)]

@@ -16,7 +16,7 @@
 //!   `describe` renders), rendered by every front that has the operation.
 //!
 //! Each fixture is carried through the engine's own translation steps
-//! ([`interlingua::engine::translation`], the functions its operations call between their I/O),
+//! ([`interlingua::engine::documents`], the functions its operations call between their I/O),
 //! in the order the operations call them, so that a snapshot is what a peer really gets:
 //! - a request is read with its front form and becomes (or names) a task the engine holds; the
 //!   target is sent that task, by its first back form whose `when` holds. A create makes a new
@@ -44,10 +44,10 @@ use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
 use http::Method;
-use interlingua::engine::translation::{self as engine, waiting_step};
+use interlingua::engine::answer;
+use interlingua::engine::documents::{self as engine, waiting_step};
 use interlingua::engine::views::{back_task, front_task, patch_of};
 use interlingua::error::ProxyError;
-use interlingua::proxy::respond;
 use mapping::dialect::mapping::{Op, Returns};
 use mapping::dialect::template::render_query;
 use mapping::dialect::{self, Context, Decoded, Doc, Mapping, Message};
@@ -620,10 +620,10 @@ fn answer(front: &Op, doc: &Value, ctx: &Context<'_>) -> Value {
         .map(|t| serde_json::from_value(t.clone()).unwrap());
     if let Some(Err(err)) = task.map(|t| engine::failed_as_error(front, &t)) {
         let echo = doc.get("request");
-        let body = respond::body(&err, REQUEST_ID, Some(ctx.mapping), echo);
+        let body = answer::error_body(&err, REQUEST_ID, Some(ctx.mapping), echo);
         return json!({
             "failed_as_error": true,
-            "status": respond::status(&err, echo, Some(ctx.mapping)),
+            "status": answer::error_status(&err, echo, Some(ctx.mapping)),
             "body": serde_json::from_slice::<Value>(&body).unwrap(),
         });
     }

@@ -178,6 +178,15 @@ fn quoted_list(names: &[String]) -> String {
         .join(", ")
 }
 
+/// What the challenge of a route that publishes metadata adds (RFC 9728 §5.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Challenge {
+    /// The absolute URL of the route's metadata document.
+    pub metadata_url: String,
+    /// The route's scopes, space-separated; `None` when it publishes none.
+    pub scope: Option<String>,
+}
+
 /// A `WWW-Authenticate` challenge (RFC 6750 §3): `Bearer realm="…"`, then each `(name, value)`
 /// parameter. Every value goes through [`quoted_string`], so nothing a client put in a token (a
 /// `kid`, a claim name) can add a parameter or make the header unsendable.

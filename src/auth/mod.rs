@@ -22,7 +22,7 @@ use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value};
 
-pub use error::{challenge, AuthError};
+pub use error::{challenge, AuthError, Challenge};
 use jwks::KeySet;
 pub use metadata::{Resource, Resources};
 

@@ -233,7 +233,7 @@ pub async fn verify(
         // A task waiting to be paid for was never meant to start: its wait is bounded by its
         // route's input_timeout, as a task waiting for input's is.
         // Nor was a sold job waiting for its buyer's lock: its payment request's deadline
-        // ends it (engine/escrow.rs).
+        // ends it (engine/settle/escrow.rs).
         if let Some(stored) = store.get(&u.task_id).await? {
             if stored.task.awaits_first_payment() || stored.task.waits_for_buyer() {
                 continue;

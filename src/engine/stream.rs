@@ -40,7 +40,7 @@ const LONGEST: std::time::Duration = std::time::Duration::from_secs(3600);
 /// What a stream follows.
 pub(super) enum Target {
     /// One task, by its id; `answered`, the step the request just gave input to (see
-    /// [`super::translation::asks_anew`]).
+    /// [`super::documents::asks_anew`]).
     Task {
         id: String,
         answered: Option<String>,
@@ -146,7 +146,6 @@ impl Follow<'_> {
         let mut interval = super::follow::FOLLOW_MIN;
         let mut seen: Option<Value> = None;
         let mut seq = 0u64;
-        let mut spent = Spent::default();
         // When the last event was written: a heartbeat (`every`) is due that long after it.
         let mut last_event = start;
         loop {
@@ -155,7 +154,7 @@ impl Follow<'_> {
                 request_id: self.request_id,
                 identity: self.identity,
                 trace: self.trace,
-                spent: &mut spent,
+                spent: Spent::default(),
                 paid: None,
                 receipt: None,
             };
@@ -310,7 +309,7 @@ impl Follow<'_> {
         }
         stored.task.status.is_terminal()
             || (self.stream.until == Until::Settled
-                && super::translation::asks_anew(&stored.task, answered))
+                && super::documents::asks_anew(&stored.task, answered))
     }
 
     fn doc<'s>(&self, task: &'s Task, event: Event) -> Canonical<'s> {

@@ -80,7 +80,7 @@ pub fn error_doc(err: &ProxyError, request_id: &str) -> Canonical<'static> {
         }
         ProxyError::RateLimited(r) => e.retry_after = Some(r.retry_after_secs()),
         ProxyError::PaymentRefused(r) => e.payment_required = Some(&r.required_doc),
-        // As its `Retry-After` header (see `proxy::respond`).
+        // As its `Retry-After` header (see `engine::answer`).
         ProxyError::LimitsUnavailable => e.retry_after = Some(1),
         _ => {}
     }

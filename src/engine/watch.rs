@@ -23,7 +23,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::{Cx, Engine, Spent, Translated};
+use super::{Cx, Engine, Translated};
 use crate::telemetry::trace;
 use mapping::task::{Operation, Status};
 use store::Unfinished;
@@ -205,7 +205,7 @@ impl Watcher {
         claimed
     }
 
-    /// Sweeps the open sales of x402 payments (`engine/x402.rs`): at start-up (what a crash
+    /// Sweeps the open sales of x402 payments (`engine/settle/x402.rs`): at start-up (what a crash
     /// left), then whenever one falls due, and at least every [`SALES_SWEEP`] while a route
     /// takes x402 (a sale opened meanwhile may fall due sooner). Quiet while no route does.
     async fn keep_sales(self: Arc<Self>) {
@@ -221,7 +221,7 @@ impl Watcher {
         }
     }
 
-    /// Sweeps the sales made on a Masumi node (`engine/escrow.rs`): at start-up, when a sold
+    /// Sweeps the sales made on a Masumi node (`engine/settle/escrow.rs`): at start-up, when a sold
     /// job's result is ready, and every route's polling interval (at most [`SALES_SWEEP`])
     /// while a route sells. Quiet while no route does.
     async fn keep_escrow(self: Arc<Self>) {
@@ -310,7 +310,7 @@ impl Watcher {
         let working = matches!(task.status, Status::Pending | Status::Running);
         if stored.task.waits_for_buyer() || stored.task.submits_result() {
             // A sold job waiting for its buyer's lock, or done and submitting its result: the
-            // escrow sweep follows it (engine/escrow.rs).
+            // escrow sweep follows it (engine/settle/escrow.rs).
             return;
         }
         let message = if stored.task.awaits_first_payment() {
@@ -366,9 +366,8 @@ impl Watcher {
                 };
             }
         }
-        let mut spent = Spent::default();
         let request_id = format!("watch-{id}");
-        let mut cx = Cx::background(&request_id, &mut spent);
+        let mut cx = Cx::background(&request_id);
         match self.engine.refresh(t, stored, &mut cx).await {
             Ok(s) if s.task.status.is_terminal() => None,
             Ok(s) => Some(expires_in(t, &s.task).unwrap_or(Duration::MAX)),

@@ -27,9 +27,9 @@ pub async fn check(
     public: bool,
 ) -> Result<(), ProxyError> {
     // On a route that also takes x402, a request without a token may be a payment: the engine
-    // decides once it knows the operation (`engine/x402.rs`). On a route that sells on Masumi,
+    // decides once it knows the operation (`engine/admission.rs`). On a route that sells on Masumi,
     // it is a buyer's: a create is sold, and a sold job's id is its buyer's capability
-    // (`engine/sell.rs`).
+    // (`engine/settle/masumi_sell.rs`).
     let payable = (route.x402.is_some() || route.sell.is_some())
         && !session
             .req_header()

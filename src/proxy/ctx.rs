@@ -34,8 +34,6 @@ pub struct RequestCtx {
     pub body_bytes: u64,
     /// What the request ended with, if it failed; for the access log.
     pub error: Option<ProxyError>,
-    /// What the front's `[request]` rules read (translated routes), for its error answers too.
-    pub echo: Option<serde_json::Value>,
     /// The request's span (`Span::none()` without traces); see [`crate::telemetry::trace`].
     pub span: Span,
     /// A passthrough route's call to its agent, from the request sent to the answer's end.
@@ -59,7 +57,6 @@ impl RequestCtx {
             upstream_spent: None,
             body_bytes: 0,
             error: None,
-            echo: None,
             span: Span::none(),
             agent_span: Span::none(),
             _in_flight: in_flight,

@@ -3,6 +3,7 @@
 //! prefix, so no route would take them), and the URL a route's `WWW-Authenticate` points at.
 //! The documents themselves are built once, at load ([`crate::auth::metadata`]).
 
+use crate::auth::Challenge;
 use bytes::Bytes;
 use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
@@ -14,15 +15,6 @@ use crate::state::Live;
 
 /// The methods a document is answered to.
 const ALLOW: &str = "GET, HEAD";
-
-/// What the challenge of a route that publishes metadata adds (RFC 9728 §5.1).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Challenge {
-    /// The absolute URL of the route's metadata document.
-    pub metadata_url: String,
-    /// The route's scopes, space-separated; `None` when it publishes none.
-    pub scope: Option<String>,
-}
 
 /// Answers a request for a metadata document. `Ok(true)`: answered (or the client is gone);
 /// `Ok(false)`: the path is no document's, and the request goes on to routing. A method other

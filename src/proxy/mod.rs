@@ -18,7 +18,7 @@
 //!                                  plan: may it use this route               (403 forbidden)
 //!                                  limits: route, client, subject (limit::)  (429 rate_limited)
 //!                                  (in Redis, when shared: one round trip)   (503 limits_unavailable)
-//!             translate::serve     translated routes end here: body read whole, the engine
+//!             operation::serve     translated routes end here: body read whole, the engine
 //!                                  decodes the front, holds credits, calls the back through
 //!                                  upstream::Client (as often as the operation needs), encodes
 //!                                  the answer in the front's dialect          (400/402/404/409/502/504)
@@ -40,9 +40,9 @@
 pub mod access;
 pub mod ctx;
 pub mod metadata;
+pub mod operation;
 pub mod path;
 pub mod respond;
-pub mod translate;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -157,7 +157,7 @@ impl ProxyHttp for Proxy {
             // Discovery documents (an agent card) say how to authenticate: anyone may read them.
             let public = live
                 .translated(index)
-                .is_some_and(|t| translate::is_discovery(t, session, &route.matcher.path_prefix));
+                .is_some_and(|t| operation::is_discovery(t, session, &route.matcher.path_prefix));
             access::check(&self.state, &live, index, route, session, ctx, public)
                 .await
                 .map_err(ProxyError::into_pingora)?;
@@ -171,7 +171,7 @@ impl ProxyHttp for Proxy {
         // passthrough too, pay for allocating and copying it (bench/README.md, "Where the CPU
         // went").
         let span = ctx.span.clone();
-        Box::pin(translate::serve(
+        Box::pin(operation::serve(
             &self.state,
             &t,
             session,

@@ -5,7 +5,7 @@
 //! before the facilitator's `/verify` said the payment is good, and a settlement is sent only
 //! for a payment that was verified, once (`/settle` is not idempotent for a payload already
 //! settled: it broadcasts a transaction that reverts). What each scheme owes, and when, is the
-//! engine's (`engine/x402.rs`); this module speaks to the facilitator and builds the records.
+//! engine's (`engine/admission.rs`, `engine/settle/x402.rs`); this module speaks to the facilitator and builds the records.
 
 use std::time::Duration;
 

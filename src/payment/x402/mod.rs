@@ -10,7 +10,7 @@
 //! | [`pay`] | paying agents: an agent's 402 read, an offer chosen within the route's policy and signed, the receipt read into a cost row |
 //!
 //! When each scheme's money moves (the hold, the settlement, what a failed task gives back) is
-//! the engine's: `engine/x402.rs`; when an agent is paid, `engine/x402_pay.rs`.
+//! the engine's: `engine/admission.rs` and `engine/settle/x402.rs`; when an agent is paid, `engine/back/x402_pay.rs`.
 //! `docs/payments.md` explains them to operators.
 
 pub mod accept;

@@ -15,7 +15,7 @@
 //! Its receipt comes with the task's final message ([`settled_in_band`]).
 //!
 //! An offer outside the policy is never signed ([`Asked::refused`]). Each step ends in one row
-//! of the cost ledger ([`store::Cost`]); the engine (`engine/x402_pay.rs`) stores it and decides
+//! of the cost ledger ([`store::Cost`]); the engine (`engine/back/x402_pay.rs`) stores it and decides
 //! what the task becomes. Version 2 (<https://github.com/coinbase/x402/blob/main/specs/transports-v2/http.md>)
 //! is paid as it comes; a version 1 demand (a JSON body with `x402Version: 1`, the network by
 //! name, paid with `X-PAYMENT`) is read as version 2's, paid with the same signature, and sent in

@@ -1,4 +1,4 @@
-//! Following the jobs sold on a Masumi node, from their payment request ([`super::sell`]) to
+//! Following the jobs sold on a Masumi node, from their payment request ([`super::masumi_sell`]) to
 //! the chain's verdict: the buyer's lock, the job's start, its result's hash, the money.
 //!
 //! ```text
@@ -25,10 +25,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::sell::{PAYMENT, REQUEST_OVERDUE};
-use super::{Cx, Engine, Spent, Translated};
+use super::masumi_sell::{PAYMENT, REQUEST_OVERDUE};
 use crate::config::MasumiSeller;
 use crate::config::SUBMIT_MARGIN;
+use crate::engine::{Cx, Engine, Translated};
 use crate::error::ProxyError;
 use crate::payment::masumi::sell::{self, Answer, Seen};
 use mapping::dialect::{self, Canonical, Decoded};
@@ -47,7 +47,7 @@ fn after(now: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
 }
 
 /// A sold task's end for its sale: failed, reason `payment`, `why` its message.
-pub(super) fn failed_for_payment(why: String) -> TaskPatch {
+pub(in crate::engine) fn failed_for_payment(why: String) -> TaskPatch {
     TaskPatch {
         status: Some(Status::Failed),
         reason: Some(PAYMENT.to_string()),
@@ -351,14 +351,13 @@ impl Engine {
         task.reason = None;
         task.message = None;
         task.updated_at = Utc::now();
-        let mut spent = Spent::default();
         let request_id = format!("sale-{}", task.id);
-        let mut cx = Cx::background(&request_id, &mut spent);
-        let back_op = self.choose_create(t, &task, &mut cx).await?;
+        let mut cx = Cx::background(&request_id);
+        let back_op = self.back.choose_create(t, &task, &mut cx).await?;
         if t.back.forms(Operation::CreateTask).nth(1).is_some() {
             task.back_form = Some(back_op.key.clone());
         }
-        let held = super::ops::Held::stored(stored.version);
+        let held = crate::engine::ops::Held::stored(stored.version);
         match Box::pin(self.create_held(
             t,
             fop,
@@ -602,7 +601,10 @@ impl Engine {
 
     /// Whether a sold task's result has been taken by the node (its sale submitted, or closed
     /// with it): only then may the task complete.
-    pub(super) async fn result_submitted(&self, task_id: &str) -> Result<bool, ProxyError> {
+    pub(in crate::engine) async fn result_submitted(
+        &self,
+        task_id: &str,
+    ) -> Result<bool, ProxyError> {
         Ok(self.store.escrow_sale(task_id).await?.is_some_and(|s| {
             matches!(
                 s.state,

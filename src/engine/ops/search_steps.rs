@@ -3,8 +3,9 @@
 
 use serde_json::Value;
 
-use super::ops::{cx_subject, paging};
-use super::{Cx, Engine, Translated};
+use super::search::paging;
+use crate::engine::tasks::cx_subject;
+use crate::engine::{Cx, Engine, Translated};
 use crate::error::ProxyError;
 use mapping::dialect::doc::{standalone_step, Page, TaskRef};
 use mapping::dialect::{Canonical, Decoded};
@@ -21,7 +22,7 @@ impl Engine {
     /// `search.agents`), newest task first, then in step order; each step also carries `agent`,
     /// its task's. A search naming a task (404 when the caller has no such task) or a step reads
     /// that task fresh from the back first, as get_task does.
-    pub(super) async fn search_steps(
+    pub(in crate::engine) async fn search_steps(
         &self,
         t: &Translated,
         request: &Decoded,

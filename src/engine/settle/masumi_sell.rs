@@ -18,8 +18,8 @@ use std::sync::Arc;
 use chrono::Utc;
 use serde_json::Value;
 
-use super::{Cx, Engine, Translated};
 use crate::config::MasumiSeller;
+use crate::engine::{Cx, Engine, Translated};
 use crate::error::ProxyError;
 use crate::payment::masumi::sell::{self, Answer};
 use mapping::dialect::mapping::Op;
@@ -28,19 +28,20 @@ use mapping::task::{Task, TaskPatch, AWAITING_PAYMENT};
 use store::{EscrowMove, EscrowSale, EscrowState, Stored};
 
 /// The rail's name in sale records.
-pub(super) const RAIL: &str = "masumi";
+pub(in crate::engine) const RAIL: &str = "masumi";
 
 /// Why a task failed for its sale.
-pub(super) const PAYMENT: &str = "payment";
+pub(in crate::engine) const PAYMENT: &str = "payment";
 
 /// How long a payment request may be under way before it is taken for cut short (S1 is waited
 /// for 10 s): the sweep then records it unanswered, and never sends it again.
-pub(super) const REQUEST_OVERDUE: std::time::Duration = std::time::Duration::from_secs(30);
+pub(in crate::engine) const REQUEST_OVERDUE: std::time::Duration =
+    std::time::Duration::from_secs(30);
 
 impl Engine {
     /// A create without a token on a route that sells: the job, answered with the payment
     /// request the node made for it (see the module's opening comment).
-    pub(super) async fn sell(
+    pub(in crate::engine) async fn sell(
         self: &Arc<Self>,
         t: &Arc<Translated>,
         seller: &Arc<MasumiSeller>,
@@ -225,10 +226,14 @@ impl Engine {
     }
 
     /// Stores `patch` on a task outside any request; a failure is logged.
-    pub(super) async fn apply_quietly(&self, t: &Translated, stored: Stored, patch: TaskPatch) {
-        let mut spent = super::Spent::default();
+    pub(in crate::engine) async fn apply_quietly(
+        &self,
+        t: &Translated,
+        stored: Stored,
+        patch: TaskPatch,
+    ) {
         let request_id = format!("sale-{}", stored.task.id);
-        let mut cx = Cx::background(&request_id, &mut spent);
+        let mut cx = Cx::background(&request_id);
         let id = stored.task.id.clone();
         if let Err(e) = self.apply(t, stored, patch, &mut cx).await {
             tracing::error!(task = %id, "storing a sold task's change failed: {e}");

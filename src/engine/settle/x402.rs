@@ -28,200 +28,19 @@ use std::time::Duration;
 
 use chrono::Utc;
 
-use super::{Cx, Engine, Translated};
-use crate::auth::Identity;
+use crate::engine::admission::refused;
+use crate::engine::{Cx, Engine, Translated};
 use crate::error::ProxyError;
-use crate::payment::x402::accept::{self, Presented, Refusal, Verified, PLAN_PREFIX};
+use crate::payment::x402::accept::{self};
 use crate::payment::x402::offer::Scheme;
-use crate::payment::x402::wire::{self, PAYMENT_SIGNATURE};
-use mapping::dialect::Message;
-use mapping::task::{Operation, StepPrice, Task, TaskPatch};
+use crate::payment::x402::wire::{self};
+use mapping::task::{Task, TaskPatch};
 use store::{Sale, SaleState, StoreError, Stored};
 
-/// What the gate decided for a request on a route that takes x402.
-pub(super) enum Admission {
-    /// Nothing to do: no x402 here, a token holder, or an operation anyone may call.
-    Free,
-    /// The payer of a known sale, for their own tasks.
-    Payer(Identity),
-    /// A new payment, verified: it pays for the task this request creates.
-    Paid(Box<Verified>),
-    /// A create without a payment whose front keeps it as a task waiting to be paid for in
-    /// band (its op's `unpaid`): what it would have been refused with, the requirements.
-    Unpaid(Box<Refusal>),
-}
-
-/// Why a task waits for its client to pay for it in band (the A2A x402 extension): stored
-/// without a subject, credits or an upstream id until a payment names it
-/// (`Task::awaits_first_payment`).
-pub(super) const PAYMENT_REQUIRED: &str = "payment_required";
-
-fn refused(r: Box<Refusal>) -> ProxyError {
-    ProxyError::PaymentRefused(r)
-}
-
 impl Engine {
-    /// Decides who a request without a token is, on a route that takes x402. Operations that
-    /// describe the agent are free; a create needs a new payment; the rest need the payment
-    /// that created the caller's task (its `PAYMENT-SIGNATURE` again), as a token holder
-    /// presents their token again. A payment comes in the header, or where the front carries
-    /// it (`in_band`: what its mapping read into `request.payment`).
-    pub(super) async fn admit_payment(
-        &self,
-        t: &Translated,
-        op: Operation,
-        msg: &Message,
-        in_band: Option<&serde_json::Value>,
-        identity: Option<&Identity>,
-        url: &str,
-    ) -> Result<Admission, ProxyError> {
-        let Some(accept) = &t.x402 else {
-            return Ok(Admission::Free);
-        };
-        if identity.is_some()
-            || matches!(
-                op,
-                Operation::Describe | Operation::Availability | Operation::InputSchema
-            )
-        {
-            return Ok(Admission::Free);
-        }
-        let presented = match (
-            msg.header(PAYMENT_SIGNATURE),
-            in_band.filter(|v| !v.is_null()),
-        ) {
-            (Some(h), _) => Some(Presented::Header(h)),
-            (None, Some(v)) => Some(Presented::InBand(v)),
-            (None, None) => None,
-        };
-        let Some(presented) = presented else {
-            return Err(refused(accept::refusal(
-                accept,
-                url,
-                402,
-                "payment_required",
-                "this route takes x402 payments: pay one of the offers in PAYMENT-REQUIRED and send it as PAYMENT-SIGNATURE".to_string(),
-            )));
-        };
-        let (payload, offer) = accept::read(accept, url, presented).map_err(refused)?;
-        let known = match accept::reference(&payload) {
-            Some(r) => self.store.sale(&r).await.map_err(ProxyError::Store)?,
-            None => None,
-        };
-        match (op, known) {
-            (Operation::CreateTask, Some(_)) => Err(refused(accept::refusal(
-                accept,
-                url,
-                402,
-                "payment_already_used",
-                "this payment has paid for a task already: sign a new one".to_string(),
-            ))),
-            (_, Some(sale)) => Ok(Admission::Payer(accept::identity(
-                &sale.network,
-                &sale.payer,
-                &sale.asset,
-            ))),
-            (Operation::CreateTask | Operation::ProvideInput, None) => {
-                let verified = accept::verify(&self.client, accept, url, payload, offer)
-                    .await
-                    .map_err(refused)?;
-                Ok(Admission::Paid(Box::new(verified)))
-            }
-            (_, None) => Err(refused(accept::refusal(
-                accept,
-                url,
-                402,
-                "payment_unknown",
-                "this payment paid for no task here: present the payment that created your task, or pay to create one".to_string(),
-            ))),
-        }
-    }
-}
-
-/// What a task paid with `v` costs: `exact` the call's price once, for the task as a whole;
-/// `upto` each completed step, up to the signed maximum (the hold).
-pub(super) fn price_of(v: &Verified) -> StepPrice {
-    match v.offer.scheme {
-        Scheme::Exact => StepPrice {
-            step: v.offer.amount,
-            from_agent: false,
-            min: 0,
-            max: u64::MAX,
-            failed: 0,
-            per_task: true,
-        },
-        Scheme::Upto => StepPrice {
-            step: v.offer.per_step,
-            from_agent: false,
-            min: 0,
-            max: u64::MAX,
-            failed: 0,
-            per_task: false,
-        },
-    }
-}
-
-/// Whether `task` was paid for with x402 (its account is a payer's).
-pub(super) fn paid_task(task: &Task) -> bool {
-    task.plan
-        .as_deref()
-        .is_some_and(|p| p.starts_with(PLAN_PREFIX))
-}
-
-impl Engine {
-    /// Keeps a create that brought no payment as a task waiting to be paid for: stored without
-    /// a subject or credits, nothing asked of the agent; the answer carries the requirements
-    /// (`payment.required`). A later request on the task that brings a payment starts it
-    /// ([`Engine::start_paid`]); the route's `input_timeout` ends it otherwise.
-    pub(super) async fn keep_unpaid(
-        &self,
-        t: &Arc<Translated>,
-        fop: &mapping::dialect::mapping::Op,
-        request: &mapping::dialect::Decoded,
-        refusal: &Refusal,
-        cx: &mut Cx<'_>,
-    ) -> Result<mapping::dialect::Canonical<'static>, ProxyError> {
-        let mut task = self.new_task(t, fop, request, cx).await?;
-        task.reason = Some(PAYMENT_REQUIRED.to_string());
-        task.message = Some(refusal.message.clone());
-        self.store.insert(&task).await.map_err(ProxyError::Store)?;
-        if let Some(w) = self.watcher.get().and_then(std::sync::Weak::upgrade) {
-            w.watch(&task.id, t);
-        }
-        Ok(mapping::dialect::Canonical::front(task)
-            .with_payment_required(refusal.required_doc.clone()))
-    }
-
-    /// Starts a task that waited to be paid for, now that a request on it brought a payment
-    /// (verified, its payer the caller): the task takes the payer as its subject, holds what
-    /// was authorised, and runs as if created now, with the input of its create. Without a
-    /// payment (a token holder's request): 409, the task left waiting.
-    pub(super) async fn start_paid(
-        self: &Arc<Self>,
-        t: &Arc<Translated>,
-        fop: &mapping::dialect::mapping::Op,
-        request: mapping::dialect::Decoded,
-        stored: Stored,
-        cx: &mut Cx<'_>,
-    ) -> Result<mapping::dialect::Canonical<'static>, ProxyError> {
-        let Some(paid) = cx.paid else {
-            return Err(ProxyError::Conflict(format!(
-                "task `{}` waits to be paid for with x402: a token does not pay for it",
-                stored.task.id
-            )));
-        };
-        let mut task = stored.task.clone();
-        task.reason = None;
-        task.message = None;
-        task.updated_at = Utc::now();
-        tracing::debug!(task = %task.id, payer = %paid.payer, "a task waiting to be paid for is paid for");
-        self.start(t, fop, request, task, Some(stored.version), cx)
-            .await
-    }
-
     /// Opens the sale of a create's payment, before its task is stored: a payment presented
     /// twice at once opens one sale; the other create is refused and holds nothing.
-    pub(super) async fn open_sale(
+    pub(in crate::engine) async fn open_sale(
         &self,
         t: &Translated,
         sale: &Sale,
@@ -247,7 +66,7 @@ impl Engine {
     /// expires long before a slow task ends). A refused settlement fails the task (its hold
     /// released), takes back what the sale granted, and answers 402 with the settlement's
     /// outcome.
-    pub(super) async fn collect(
+    pub(in crate::engine) async fn collect(
         &self,
         t: &Translated,
         stored: Stored,
@@ -357,7 +176,7 @@ impl Engine {
 
     /// Voids a create's sale that was never settled (the create failed before it answered):
     /// what it granted is taken back, as far as the task's hold was released.
-    pub(super) async fn void_sale(&self, reference: &str, why: &str) {
+    pub(in crate::engine) async fn void_sale(&self, reference: &str, why: &str) {
         let Ok(Some(mut sale)) = self.store.sale(reference).await else {
             return;
         };
@@ -379,7 +198,7 @@ impl Engine {
     /// Settles what a paid task owes now that it has ended: an `upto` sale the sum of the
     /// steps captured (nothing for 0); an `exact` sale still unsettled (a crash between its
     /// create and its settlement) its price if the task started upstream, else nothing.
-    pub(super) async fn close_sales(&self, t: &Translated, task: &Task) {
+    pub(in crate::engine) async fn close_sales(&self, t: &Translated, task: &Task) {
         let Some(accept) = &t.x402 else {
             return;
         };
@@ -441,17 +260,17 @@ const SETTLE_OVERDUE: Duration = Duration::from_secs(35);
 
 /// The sales this process is settling right now: the sweep leaves them alone.
 #[derive(Default, Clone)]
-pub(super) struct UnderWay(Arc<parking_lot::Mutex<std::collections::HashSet<String>>>);
+pub(in crate::engine) struct UnderWay(Arc<parking_lot::Mutex<std::collections::HashSet<String>>>);
 
 /// This process's claim on settling one sale, until dropped.
-pub(super) struct Claim {
+pub(in crate::engine) struct Claim {
     set: UnderWay,
     reference: String,
 }
 
 impl UnderWay {
     /// The claim on `reference`, unless this process holds it already.
-    pub(super) fn claim(&self, reference: &str) -> Option<Claim> {
+    pub(in crate::engine) fn claim(&self, reference: &str) -> Option<Claim> {
         self.0.lock().insert(reference.to_string()).then(|| Claim {
             set: self.clone(),
             reference: reference.to_string(),
@@ -505,7 +324,7 @@ impl X402Settlement {
 
 /// Runs `work` on a task of its own and waits for it: dropping the waiting future (a client
 /// that hung up) leaves the work to finish.
-pub(super) async fn detached<T: Send + 'static>(
+pub(in crate::engine) async fn detached<T: Send + 'static>(
     work: impl std::future::Future<Output = Result<T, ProxyError>> + Send + 'static,
 ) -> Result<T, ProxyError> {
     tokio::spawn(work)

@@ -5,7 +5,7 @@
 use chrono::Utc;
 use tracing::Instrument;
 
-use super::{Cx, Engine, Translated};
+use crate::engine::{Cx, Engine, Translated};
 use crate::error::ProxyError;
 use crate::payment::{Payer, Purchase, PurchaseState};
 use mapping::dialect::{self, Canonical};
@@ -20,12 +20,12 @@ const AWAITING_PAYMENT: &str = "awaiting_payment";
 const PAYMENT: &str = "payment";
 
 /// Why a sold job waits while interlingua's own purchase from its agent is not locked: its
-/// buyer has paid, and sees it running (engine/sell.rs resells a Masumi agent so).
-pub(super) const PAYING_AGENT: &str = "paying_agent";
+/// buyer has paid, and sees it running (settle/masumi_sell.rs resells a Masumi agent so).
+pub(in crate::engine) const PAYING_AGENT: &str = "paying_agent";
 
 /// Whether a refresh of `stored` has a payment to follow: its route has a payment service and
 /// the task a job to pay for.
-pub(super) fn follows(t: &Translated, stored: &Stored) -> bool {
+pub(in crate::engine) fn follows(t: &Translated, stored: &Stored) -> bool {
     t.payment.is_some() && stored.task.payment.is_some()
 }
 
@@ -33,7 +33,7 @@ impl Engine {
     /// After the back's create answer: on a route with a payment service, buys the job the
     /// answer asks to be paid for, unless the back mapping's `before_payment` checks fail. The
     /// task then waits (pending, `awaiting_payment`) or fails (reason `payment`).
-    pub(super) async fn pay_for(
+    pub(in crate::engine) async fn pay_for(
         &self,
         t: &Translated,
         stored: Stored,
@@ -71,7 +71,7 @@ impl Engine {
     /// the agent failed or did not deliver by its deadline. Called by a refresh, which holds the
     /// task's refresh gate: one follow-up of a task at a time, so that a refund is asked once and
     /// a later answer never overwrites an earlier one.
-    pub(super) async fn follow_payment(
+    pub(in crate::engine) async fn follow_payment(
         &self,
         t: &Translated,
         stored: Stored,

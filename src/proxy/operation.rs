@@ -1,6 +1,6 @@
-//! Translated routes inside the pipeline: the whole request is read (within the route's limit),
-//! the engine answers it (calling the back as often as the operation needs), and the answer is
-//! written with its exact length.
+//! A translated route's request, as one canonical operation: the whole request is read (within
+//! the route's limit), the engine carries it out (calling the back as often as the operation
+//! needs) and returns its outcome, and the answer is written with its exact length.
 //!
 //! This is where interlingua departs from proxying one request to one upstream request: an
 //! operation may need no upstream call (search, a finished task), one, or several (create then
@@ -10,17 +10,19 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
 
 use super::ctx::RequestCtx;
-use crate::engine::{Body, FrontRequest, Spent, Translated};
+use super::respond;
+use crate::engine::{FrontRequest, Translated};
 use crate::error::ProxyError;
-use crate::request_id;
 use crate::state::State;
 use crate::telemetry::trace::ClientTrace;
 
-/// Answers a request on a translated route.
+/// Answers a request on a translated route: the engine's outcome (a result, or an error it
+/// rendered in the front's dialect) written as it is. `Err` only for a body that could not be
+/// read (too large, malformed, too slow), which the pipeline answers as it answers any error
+/// found before the engine.
 pub async fn serve(
     state: &State,
     t: &Arc<Translated>,
@@ -43,9 +45,7 @@ pub async fn serve(
         })
         .collect();
     let client_trace = ClientTrace::of(&req.headers);
-    let mut spent = Spent::default();
-    let mut echo = serde_json::Value::Null;
-    let result = state
+    let outcome = state
         .engine
         .handle(
             t,
@@ -61,61 +61,14 @@ pub async fn serve(
                 identity: ctx.identity.as_ref(),
                 trace: &client_trace,
             },
-            &mut spent,
-            &mut echo,
         )
         .await;
-    ctx.upstream_spent = Some(spent.upstream);
-    ctx.echo = Some(echo);
-    let answer = result?;
-    let internal = |e: Box<pingora::Error>| ProxyError::Internal(e.to_string());
-    let mut header = ResponseHeader::build(answer.status, Some(4)).map_err(internal)?;
-    header
-        .insert_header(request_id::HEADER, ctx.request_id.as_str())
-        .map_err(internal)?;
-    for (name, value) in answer.headers {
-        header.insert_header(name, value).map_err(internal)?;
+    ctx.upstream_spent = Some(outcome.spent.upstream);
+    if let Some(err) = outcome.error {
+        respond::keeps_connection_after(session, ctx, &err);
+        ctx.error = Some(err);
     }
-    // Once the answer starts, a failure can only cut the connection; nothing to render.
-    match answer.body {
-        Body::Full(body) => {
-            header
-                .insert_header(http::header::CONTENT_LENGTH, body.len().to_string())
-                .map_err(internal)?;
-            let _ = session.write_response_header(Box::new(header), false).await;
-            let _ = session
-                .write_response_body(Some(Bytes::from(body)), true)
-                .await;
-        }
-        Body::Events(mut events) => {
-            header
-                .insert_header(http::header::CACHE_CONTROL, "no-cache")
-                .map_err(internal)?;
-            if !session.is_http2() {
-                header
-                    .insert_header(http::header::TRANSFER_ENCODING, "chunked")
-                    .map_err(internal)?;
-            }
-            if session
-                .write_response_header(Box::new(header), false)
-                .await
-                .is_err()
-            {
-                return Ok(());
-            }
-            while let Some(event) = events.recv().await {
-                if session
-                    .write_response_body(Some(event), false)
-                    .await
-                    .is_err()
-                {
-                    // The client left: dropping `events` stops the stream's producer.
-                    return Ok(());
-                }
-            }
-            let _ = session.write_response_body(None, true).await;
-        }
-    }
+    respond::write(session, &ctx.request_id, outcome.response).await;
     Ok(())
 }
 

@@ -21,19 +21,20 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
-use super::{parse_answer, request_header, Cx, Engine, Translated};
+use super::{parse_answer, request_header, Back};
+use crate::engine::{Cx, Translated};
 use crate::telemetry::trace;
 use mapping::dialect::doc::text_of;
-pub(super) use mapping::dialect::doc::WithDiscovered;
+pub(in crate::engine) use mapping::dialect::doc::WithDiscovered;
 use mapping::dialect::{self, Canonical, Decoded, Message};
 
 /// What was discovered per route, with when and for how long.
 #[derive(Default)]
-pub(super) struct Cache(Mutex<HashMap<String, Entry>>);
+pub(in crate::engine) struct Cache(Mutex<HashMap<String, Entry>>);
 
 impl Cache {
     /// Forgets what was discovered for `route`, on whichever upstream.
-    pub(super) fn forget(&self, route: &str) {
+    pub(in crate::engine) fn forget(&self, route: &str) {
         let prefix = format!("{route}\n");
         self.0.lock().retain(|k, _| !k.starts_with(&prefix));
     }
@@ -48,11 +49,11 @@ struct Entry {
 /// A failed discovery is tried again after at most this long (sooner when a back call fails).
 const FAILED_TTL: Duration = Duration::from_secs(30);
 
-impl Engine {
+impl Back {
     /// What the back's `[discover]` call says for route `t` (an empty object when it says
     /// nothing or could not be read; `None` when the back has no `[discover]`). Read from the
     /// cache unless it is stale or `fresh` is asked for.
-    pub(super) async fn discovered(
+    pub(in crate::engine) async fn discovered(
         &self,
         t: &Translated,
         cx: &mut Cx<'_>,
@@ -110,7 +111,7 @@ impl Engine {
                 continue;
             }
             let seed = Decoded::from(serde_json::json!({ "discovered": found.clone() }));
-            let call = super::translation::call_of(next);
+            let call = super::documents::call_of(next);
             match self
                 .call_once(t, call, (&view, None), seed, cx, &mut false)
                 .await
@@ -185,7 +186,7 @@ impl Engine {
 }
 
 /// The path and query of a path or absolute URL; `None` when it is neither.
-pub(super) fn path_of(target: &str) -> Option<(String, String)> {
+pub(in crate::engine) fn path_of(target: &str) -> Option<(String, String)> {
     let uri: http::Uri = target.trim().parse().ok()?;
     let path = uri.path().to_string();
     if !path.starts_with('/') {
@@ -196,7 +197,12 @@ pub(super) fn path_of(target: &str) -> Option<(String, String)> {
 
 /// `prefix` (a target's path) with the form's rendered `path` after it (`/` adds nothing: the
 /// target is the endpoint itself), then the target's query and the message's.
-pub(super) fn join(prefix: &str, target_query: &str, path: &str, msg: &Message) -> String {
+pub(in crate::engine) fn join(
+    prefix: &str,
+    target_query: &str,
+    path: &str,
+    msg: &Message,
+) -> String {
     let mut out = if path == "/" && !prefix.is_empty() {
         prefix.to_string()
     } else {
@@ -402,7 +408,7 @@ path = "/"
         let get = m
             .op(mapping::task::Operation::GetTask)
             .expect("the get form");
-        let call = super::super::translation::call_of(&get.then[0]);
+        let call = super::super::documents::call_of(&get.then[0]);
         let when = call.when.expect("the call's condition");
         let done = serde_json::json!({"task": {"status": "completed"}});
         let working = serde_json::json!({"task": {"status": "running"}});

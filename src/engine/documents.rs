@@ -2,14 +2,13 @@
 //! makes, the documents a back is sent, what its answers say, how they fold into the task, and
 //! what a front is answered, each document a [`Canonical`] built from typed values or a
 //! [`Decoded`] read by name. No store, no sockets, no clock of their own (the caller says when):
-//! the engine's operations (`ops.rs`, `mod.rs`) call these between their I/O, and so do the
+//! the engine's operations (`ops/`, `request.rs`, `back/`) call these between their I/O, and so do the
 //! golden tests (`tests/golden.rs`), so that a snapshot is what a peer of the engine gets.
 
 use chrono::{DateTime, Utc};
 use http::Method;
 use serde_json::Value;
 
-use super::decode;
 use crate::error::ProxyError;
 use crate::upstream::UpstreamError;
 use mapping::dialect::doc::text_of;
@@ -288,4 +287,102 @@ pub fn render_answer(fop: &Op, out: &dyn Doc, ctx: &Context<'_>) -> Result<Messa
             fop.op.name()
         ))
     })
+}
+
+/// Reads `msg` with `rules` (a front's request: an error is the request's, see
+/// [`invalid_request`]).
+pub fn decode(rules: &Rules, msg: &Message, ctx: &Context<'_>) -> Result<Decoded, ProxyError> {
+    dialect::decode(rules, msg, ctx)
+        .map(Decoded::from)
+        .map_err(invalid_request)
+}
+
+/// A front request the mapping cannot read. A missing or mistyped field says which, so that the
+/// front's error rules can answer field by field (FastAPI's 422 `detail` list, for one).
+pub fn invalid_request(e: CodecError) -> ProxyError {
+    let (problem, expected) = match &e {
+        CodecError::Missing { .. } => ("missing", None),
+        CodecError::WrongType { expected, .. } => (
+            "wrong_type",
+            Some(expected.trim_start_matches("an ").trim_start_matches("a ")),
+        ),
+        _ => return ProxyError::InvalidRequest(e.to_string()),
+    };
+    let (location, name) = field_place(e.field());
+    ProxyError::InvalidField {
+        message: e.to_string(),
+        field: crate::error::BadField {
+            location,
+            name,
+            problem,
+            expected,
+        },
+    }
+}
+
+/// Where a rule's label (`$.a.b`, `query job_id`, `param did`, `header X`) points: the part of
+/// the request, and the field's name in it.
+fn field_place(label: &str) -> (&'static str, String) {
+    for (prefix, location) in [
+        ("query ", "query"),
+        ("param ", "path"),
+        ("header ", "header"),
+    ] {
+        if let Some(name) = label.strip_prefix(prefix) {
+            return (location, name.to_string());
+        }
+    }
+    let name = label.trim_start_matches('$').trim_start_matches('.');
+    ("body", name.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_or_mistyped_field_says_where_it_is_and_what_was_wanted() {
+        let missing = invalid_request(CodecError::Missing {
+            field: "$.identifier_from_purchaser".to_string(),
+        });
+        let ProxyError::InvalidField { field, message } = &missing else {
+            panic!("{missing:?}");
+        };
+        assert_eq!(
+            (
+                field.location,
+                field.name.as_str(),
+                field.problem,
+                field.expected
+            ),
+            ("body", "identifier_from_purchaser", "missing", None)
+        );
+        assert_eq!(message, "`$.identifier_from_purchaser` is missing");
+        assert_eq!(missing.status(), 400);
+        let typed = invalid_request(CodecError::WrongType {
+            field: "query job_id".to_string(),
+            expected: "a string",
+        });
+        let ProxyError::InvalidField { field, .. } = &typed else {
+            panic!("{typed:?}");
+        };
+        assert_eq!(
+            (
+                field.location,
+                field.name.as_str(),
+                field.problem,
+                field.expected
+            ),
+            ("query", "job_id", "wrong_type", Some("string"))
+        );
+        let doc = crate::engine::views::error_doc(&typed, "r-1").to_value();
+        assert_eq!(doc["error"]["location"], "query");
+        assert_eq!(doc["error"]["expected"], "string");
+        // Anything else stays a plain invalid request.
+        let other = invalid_request(CodecError::Invalid {
+            field: "$.x".to_string(),
+            message: "odd".to_string(),
+        });
+        assert!(matches!(other, ProxyError::InvalidRequest(_)));
+    }
 }

@@ -31,7 +31,8 @@ use chrono::Utc;
 use pingora::http::RequestHeader;
 use tracing::{Instrument, Span};
 
-use super::{Cx, Engine, Translated};
+use super::Back;
+use crate::engine::{Cx, Translated};
 use crate::error::ProxyError;
 use crate::payment::x402::pay::{self, Asked, Demand, Offer, Policy};
 use crate::payment::x402::wire;
@@ -66,20 +67,20 @@ fn asks_in_band(answer: &Decoded) -> Option<&Value> {
 }
 
 /// The request of a call, kept so that it can be made again, paid, in the call's span.
-pub(super) struct Retry {
+pub(in crate::engine) struct Retry {
     pub header: RequestHeader,
     pub body: Option<Bytes>,
     pub span: Span,
 }
 
-impl Engine {
+impl Back {
     /// `first` is the agent's 402 to a call of task `task_id`'s (`retry` that call's request).
     /// When it demands an x402 payment the route's policy allows, pays it and makes the call
     /// again; the paid call's answer. A 402 that demands no x402 payment is
     /// returned as it came (the back's error, as before). Errors with
     /// [`ProxyError::UpstreamPayment`] when the payment is refused, cannot be made, or is asked
     /// for again: each recorded in the cost ledger.
-    pub(super) async fn pay_and_retry(
+    pub(in crate::engine) async fn pay_and_retry(
         &self,
         t: &Translated,
         task_id: Option<&str>,
@@ -153,7 +154,7 @@ impl Engine {
     }
 
     /// What the back answered to a call for `task`, on a route that pays agents (else `answer`
-    /// as it is; see [`Engine::paid_in_band`]). An A2A agent may ask to be paid in band (the A2A x402 extension, v0.2,
+    /// as it is; see [`Back::paid_in_band`]). An A2A agent may ask to be paid in band (the A2A x402 extension, v0.2,
     /// https://github.com/google-agentic-commerce/a2a-x402/blob/main/spec/v0.2/spec.md): its
     /// task waits for input and its status message carries the requirements
     /// (`payment.required`). That is paid here, within the route's policy, in the next message
@@ -161,7 +162,7 @@ impl Engine {
     /// the client never sees a question it could not answer. The payment's row stays `sending`
     /// until an answer carries the agent's receipt (`payment.receipt`, with the task's final
     /// message) or the task ends without one.
-    pub(super) async fn in_band(
+    pub(in crate::engine) async fn in_band(
         &self,
         t: &Translated,
         task: &Task,
@@ -226,7 +227,7 @@ impl Engine {
             on.upstream_id = answer.task_patch().ok().and_then(|p| p.upstream_id);
         }
         let doc = Canonical::back(&on).with_payment_payload(payload);
-        let paid = self.call_back(t, Operation::ProvideInput, &doc, cx).await;
+        let paid = self.call(t, Operation::ProvideInput, &doc, cx).await;
         let paid = match paid {
             Ok(paid) => paid,
             Err(e) => {
