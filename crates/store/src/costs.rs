@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
 
-use super::store::{backend, StoreError};
+use super::error::{backend, StoreError};
 use mapping::task::time::format_rfc3339_offset;
 
 /// The detail of a payment `sending` in band: the agent took the message that carried it, and

@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::store::{backend, StoreError};
+use super::error::{backend, StoreError};
 use mapping::depth::Unwritable;
 
 /// A record's JSON document, as a table's `doc` column keeps it; [`StoreError::TooDeep`] if it

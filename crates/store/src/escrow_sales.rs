@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::credits::{Account, Capture, Settlement};
 use super::documents;
-use super::store::{backend, StoreError};
+use super::error::{backend, StoreError};
 use mapping::task::time::format_rfc3339_offset;
 use mapping::task::Task;
 

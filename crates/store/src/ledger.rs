@@ -3,7 +3,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::store::{backend, StoreError};
+use super::error::{backend, StoreError};
 use crate::credits::{Account, Balance, LedgerRow, Settled, Settlement};
 
 fn now() -> String {

@@ -3,6 +3,7 @@
 //! | module      | what it is |
 //! |-------------|------------|
 //! | [`store`]   | the interface ([`TaskStore`]) and its SQLite implementation ([`SqliteStore`]) |
+//! | `error`     | why the store could not do what was asked ([`StoreError`]); each backend's errors as it reports them |
 //! | [`postgres`] | the PostgreSQL implementation ([`PgStore`]), for several instances on one store |
 //! | [`migrations`] | the schema's numbered versions, per backend |
 //! | `open`      | [`open`] the configured store ([`Location`]), [`migrate`] it |
@@ -27,6 +28,7 @@
 pub mod costs;
 pub mod credits;
 mod documents;
+mod error;
 pub mod escrow_sales;
 mod ledger;
 pub mod migrations;
@@ -47,12 +49,11 @@ pub use credits::{
     Account, AccountQuery, AccountSummary, Audit, Balance, Capture, DaySpend, HeldTask, Hold,
     LedgerRow, OpenHold, Settled, Settlement, Unstarted,
 };
+pub use error::StoreError;
 pub use escrow_sales::{EscrowMove, EscrowSale, EscrowState};
 pub use migrations::{Migrated, Migrations};
 pub use open::{migrate, open, Location};
 pub use postgres::{PgConfig, PgStore};
 pub use purchases::{Purchase, PurchaseState};
 pub use sales::{Sale, SaleState};
-pub use store::{
-    Leases, PoolStatus, SqliteStore, StoreError, Stored, TaskQuery, TaskStore, Unfinished,
-};
+pub use store::{Leases, PoolStatus, SqliteStore, Stored, TaskQuery, TaskStore, Unfinished};

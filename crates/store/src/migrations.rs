@@ -21,7 +21,7 @@
 
 use rusqlite::Connection;
 
-use crate::store::{backend, StoreError};
+use crate::error::{backend, StoreError};
 
 /// What opening a store does with migrations it lacks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -357,14 +357,14 @@ pub(crate) async fn postgres(
 ) -> Result<Migrated, StoreError> {
     let mut from = None;
     loop {
-        let tx = client.transaction().await.map_err(crate::postgres::pg)?;
+        let tx = client.transaction().await.map_err(crate::error::pg)?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
             .await
-            .map_err(crate::postgres::pg)?;
+            .map_err(crate::error::pg)?;
         let exists: bool = tx
             .query_one("SELECT to_regclass('schema_migrations') IS NOT NULL", &[])
             .await
-            .map_err(crate::postgres::pg)?
+            .map_err(crate::error::pg)?
             .get(0);
         let at: i32 = if exists {
             tx.query_one(
@@ -372,7 +372,7 @@ pub(crate) async fn postgres(
                 &[],
             )
             .await
-            .map_err(crate::postgres::pg)?
+            .map_err(crate::error::pg)?
             .get(0)
         } else {
             0
@@ -380,7 +380,7 @@ pub(crate) async fn postgres(
         let at = u32::try_from(at).unwrap_or(0);
         let from = *from.get_or_insert(at);
         if judge(at, mode)?.is_none() {
-            tx.commit().await.map_err(crate::postgres::pg)?;
+            tx.commit().await.map_err(crate::error::pg)?;
             return Ok(Migrated { from, to: at });
         }
         tx.batch_execute(
@@ -390,17 +390,17 @@ pub(crate) async fn postgres(
             )",
         )
         .await
-        .map_err(crate::postgres::pg)?;
+        .map_err(crate::error::pg)?;
         tx.batch_execute(&migration(Backend::Postgres, at + 1))
             .await
-            .map_err(crate::postgres::pg)?;
+            .map_err(crate::error::pg)?;
         let next = i32::try_from(at + 1).unwrap_or(i32::MAX);
         tx.execute(
             "INSERT INTO schema_migrations (version) VALUES ($1)",
             &[&next],
         )
         .await
-        .map_err(crate::postgres::pg)?;
-        tx.commit().await.map_err(crate::postgres::pg)?;
+        .map_err(crate::error::pg)?;
+        tx.commit().await.map_err(crate::error::pg)?;
     }
 }

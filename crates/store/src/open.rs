@@ -4,9 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::error::{backend, StoreError};
 use crate::migrations::{Migrated, Migrations};
 use crate::postgres::{PgConfig, PgStore};
-use crate::store::{Leases, SqliteStore, StoreError, TaskStore};
+use crate::store::{Leases, SqliteStore, TaskStore};
 
 /// Where the store is.
 #[derive(Clone)]
@@ -88,10 +89,9 @@ pub async fn open(
 pub async fn migrate(location: &Location) -> Result<Migrated, StoreError> {
     match location.resolve() {
         Resolved::Sqlite(dir) => {
-            let conn = rusqlite::Connection::open(SqliteStore::file(dir))
-                .map_err(crate::store::backend)?;
+            let conn = rusqlite::Connection::open(SqliteStore::file(dir)).map_err(backend)?;
             conn.busy_timeout(std::time::Duration::from_secs(5))
-                .map_err(crate::store::backend)?;
+                .map_err(backend)?;
             crate::migrations::sqlite(&conn, Migrations::Apply)
         }
         Resolved::Postgres(config) => {

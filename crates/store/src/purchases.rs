@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::documents;
-use super::store::{backend, StoreError};
+use super::error::{backend, StoreError};
 use mapping::task::time::format_rfc3339_offset;
 
 /// Where a purchase stands, as interlingua follows it.

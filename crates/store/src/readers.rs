@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::Semaphore;
 
-use super::store::{backend, StoreError};
+use super::error::{backend, StoreError};
 
 /// More readers than cores buys nothing; a few let a slow search not hold up a `get`.
 const MAX_READERS: usize = 4;

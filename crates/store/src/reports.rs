@@ -5,7 +5,7 @@
 
 use rusqlite::{params, Connection, ToSql};
 
-use super::store::{backend, StoreError};
+use super::error::{backend, StoreError};
 use crate::credits::{AccountQuery, AccountSummary, Balance, DaySpend, LedgerRow};
 use crate::ledger::{ledger_row, task_rows_sql};
 

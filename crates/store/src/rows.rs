@@ -6,7 +6,8 @@
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
-use super::store::{backend, StoreError, Stored, TaskQuery, Unfinished};
+use super::error::{backend, StoreError};
+use super::store::{Stored, TaskQuery, Unfinished};
 use mapping::depth::Unwritable;
 use mapping::task::model::{Status, Task};
 use mapping::task::time::format_rfc3339_offset;

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::credits::{Account, Balance};
 use super::documents;
-use super::store::{backend, StoreError};
+use super::error::{backend, StoreError};
 use mapping::task::time::format_rfc3339_offset;
 
 /// Where a sale stands.

@@ -15,6 +15,7 @@ use async_trait::async_trait;
 use rusqlite::Connection;
 
 use super::costs::{Cost, CostState};
+use super::error::{backend, StoreError};
 use super::escrow_sales::{self, EscrowMove, EscrowSale, EscrowState, Moves};
 use super::ledger;
 use super::migrations::Migrations;
@@ -28,44 +29,6 @@ pub use crate::credits::{
     OpenHold, Settled, Settlement, Unstarted,
 };
 use mapping::task::{Status, Task};
-
-/// Why the store could not do what was asked.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StoreError {
-    /// The task changed since it was read; read it again and retry.
-    #[error("the task was changed by someone else")]
-    Conflict,
-    /// The account cannot cover the amount.
-    #[error("the balance ({available}) cannot cover {needed} credits")]
-    Insufficient { available: i64, needed: u64 },
-    #[error("a task with id `{0}` already exists")]
-    Duplicate(String),
-    /// The document nests deeper than the store can read back (see [`mapping::depth`]); nothing
-    /// was written.
-    #[error("the document nests {depth} levels deep; the store reads at most {limit}")]
-    TooDeep { depth: usize, limit: usize },
-    #[error("task store: {0}")]
-    Backend(String),
-    /// The store's server cannot be reached (or did not answer in time); worth retrying later.
-    #[error("task store: {0}")]
-    Unavailable(String),
-    /// The store was written by a newer interlingua (its schema is at a version this build does
-    /// not know).
-    #[error("the store's schema is at version {found}, newer than this build of interlingua knows ({supported}): upgrade interlingua to use it")]
-    Schema { found: u32, supported: u32 },
-    /// The store lacks migrations and was opened without applying them.
-    #[error("the store's schema is at version {found}, this build needs {supported}: run `interlingua migrate`")]
-    Outdated { found: u32, supported: u32 },
-}
-
-impl From<mapping::depth::TooDeep> for StoreError {
-    fn from(e: mapping::depth::TooDeep) -> StoreError {
-        StoreError::TooDeep {
-            depth: e.depth,
-            limit: e.limit,
-        }
-    }
-}
 
 /// A task as stored, with the version an update must name.
 #[derive(Debug, Clone, PartialEq)]
@@ -564,10 +527,6 @@ fn lease_until(leases: &Leases) -> i64 {
 
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
-}
-
-pub(crate) fn backend(e: rusqlite::Error) -> StoreError {
-    StoreError::Backend(e.to_string())
 }
 
 #[async_trait]

@@ -21,7 +21,7 @@ use std::thread::JoinHandle;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
-use super::store::{backend, StoreError};
+use super::error::{backend, StoreError};
 
 /// The most jobs in one transaction: enough to amortise the fsync over a burst, few enough that
 /// the first caller in a batch does not wait long for the last one's work.

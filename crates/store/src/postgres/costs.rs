@@ -2,9 +2,9 @@
 
 use deadpool_postgres::GenericClient;
 
-use super::{pg, Fail};
+use super::Fail;
 use crate::costs::{self as shared, Columns, Cost, CostState, COLUMNS};
-use crate::store::StoreError;
+use crate::error::{pg, StoreError};
 use mapping::task::time::format_rfc3339_offset;
 
 impl Columns for tokio_postgres::Row {

@@ -7,8 +7,8 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use super::{ledger, Fail};
+use crate::error::StoreError;
 use crate::escrow_sales::{self as shared, EscrowSale, EscrowState, Moves, Record};
-use crate::store::StoreError;
 use mapping::task::time::format_rfc3339_offset;
 
 /// Inserts `s` (recorded as `r`); `false`, nothing written, when a twin waits for its lock

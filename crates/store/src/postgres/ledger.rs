@@ -8,8 +8,8 @@ use deadpool_postgres::GenericClient;
 
 use super::Fail;
 use crate::credits::{Account, Balance, LedgerRow, Settled, Settlement};
+use crate::error::StoreError;
 use crate::ledger::{balance_of, compare, Planned, FROM_ROWS, LEDGER_COLUMNS};
-use crate::store::StoreError;
 
 fn now() -> String {
     mapping::task::time::format_iso_ms(chrono::Utc::now())

@@ -44,12 +44,13 @@ use crate::credits::{
     Account, AccountQuery, AccountSummary, Audit, Balance, Capture, DaySpend, Hold, LedgerRow,
     Settled, Settlement,
 };
+use crate::error::{pg, StoreError};
 use crate::escrow_sales::{EscrowMove, EscrowSale, EscrowState, Moves, Record};
 use crate::migrations::{Migrated, Migrations};
 use crate::purchases::Purchase;
 use crate::rows::{Row, Unreadable};
 use crate::sales::{Sale, SaleState};
-use crate::store::{Leases, PoolStatus, StoreError, Stored, TaskQuery, TaskStore, Unfinished};
+use crate::store::{Leases, PoolStatus, Stored, TaskQuery, TaskStore, Unfinished};
 use mapping::task::Task;
 use writer::{Write, Writer, Written};
 
@@ -139,20 +140,6 @@ impl From<Fail> for StoreError {
 impl Fail {
     fn retryable(&self) -> bool {
         matches!(self, Fail::Db(e) if e.code().is_some_and(|c| *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED))
-    }
-}
-
-/// A PostgreSQL error as the store reports it: the server's words for a database error; for a
-/// connection that failed or closed, `PostgreSQL unreachable`.
-pub(crate) fn pg(e: tokio_postgres::Error) -> StoreError {
-    match e.as_db_error() {
-        Some(db) => StoreError::Backend(format!("PostgreSQL: {}", db.message())),
-        None if e.is_closed()
-            || std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>()) =>
-        {
-            StoreError::Unavailable(format!("PostgreSQL unreachable: {e}"))
-        }
-        None => StoreError::Backend(format!("PostgreSQL: {e}")),
     }
 }
 

@@ -6,8 +6,9 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use super::Fail;
+use crate::error::StoreError;
 use crate::rows::{self as shared, Columns, Dialect, Read, Row, UnfinishedColumns};
-use crate::store::{StoreError, Stored, TaskQuery, Unfinished};
+use crate::store::{Stored, TaskQuery, Unfinished};
 use mapping::task::Task;
 
 /// A task as a search reads it: decoded, or why not.

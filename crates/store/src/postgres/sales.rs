@@ -4,8 +4,8 @@
 use deadpool_postgres::GenericClient;
 
 use super::{ledger, Fail};
+use crate::error::StoreError;
 use crate::sales::{self as shared, Sale};
-use crate::store::StoreError;
 
 /// Inserts `s` ([`StoreError::Duplicate`] when its reference is known) and grants what it
 /// authorises.

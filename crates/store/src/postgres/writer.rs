@@ -37,10 +37,10 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use super::ledger::{settled, Captures, SETTLE};
-use super::{pg, rows, unreachable, OPERATION, RETRIES};
+use super::{rows, unreachable, OPERATION, RETRIES};
 use crate::credits::{Account, Settled, Settlement};
+use crate::error::{pg, StoreError};
 use crate::rows::Row;
-use crate::store::StoreError;
 
 /// The most jobs in one transaction: enough to amortise a commit over a burst, few enough that a
 /// batch's statements fit the connection's buffers and the first caller does not wait long.
