@@ -3,6 +3,7 @@
 //! | module      | what it is |
 //! |-------------|------------|
 //! | [`store`]   | the interface ([`TaskStore`]) and its SQLite implementation ([`SqliteStore`]) |
+//! | `tasks`     | what the interface says of tasks: one as stored ([`Stored`]), a search ([`TaskQuery`]), one not ended ([`Unfinished`]) |
 //! | `error`     | why the store could not do what was asked ([`StoreError`]); each backend's errors as it reports them |
 //! | [`postgres`] | the PostgreSQL implementation ([`PgStore`]), for several instances on one store |
 //! | [`migrations`] | the schema's numbered versions, per backend |
@@ -40,6 +41,7 @@ mod reports;
 mod rows;
 pub mod sales;
 pub mod store;
+mod tasks;
 #[cfg(test)]
 mod throughput;
 mod writer;
@@ -56,4 +58,5 @@ pub use open::{migrate, open, Location};
 pub use postgres::{PgConfig, PgStore};
 pub use purchases::{Purchase, PurchaseState};
 pub use sales::{Sale, SaleState};
-pub use store::{Leases, PoolStatus, SqliteStore, Stored, TaskQuery, TaskStore, Unfinished};
+pub use store::{Leases, PoolStatus, SqliteStore, TaskStore};
+pub use tasks::{Stored, TaskQuery, Unfinished};

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
 use super::error::{backend, StoreError};
-use super::store::{Stored, TaskQuery, Unfinished};
+use super::tasks::{Stored, TaskQuery, Unfinished};
 use mapping::depth::Unwritable;
 use mapping::task::model::{Status, Task};
 use mapping::task::time::format_rfc3339_offset;

@@ -50,7 +50,8 @@ use crate::migrations::{Migrated, Migrations};
 use crate::purchases::Purchase;
 use crate::rows::{Row, Unreadable};
 use crate::sales::{Sale, SaleState};
-use crate::store::{Leases, PoolStatus, Stored, TaskQuery, TaskStore, Unfinished};
+use crate::store::{Leases, PoolStatus, TaskStore};
+use crate::tasks::{Stored, TaskQuery, Unfinished};
 use mapping::task::Task;
 use writer::{Write, Writer, Written};
 

@@ -8,7 +8,7 @@ use tokio_postgres::types::ToSql;
 use super::Fail;
 use crate::error::StoreError;
 use crate::rows::{self as shared, Columns, Dialect, Read, Row, UnfinishedColumns};
-use crate::store::{Stored, TaskQuery, Unfinished};
+use crate::tasks::{Stored, TaskQuery, Unfinished};
 use mapping::task::Task;
 
 /// A task as a search reads it: decoded, or why not.
