@@ -448,7 +448,7 @@ pub fn call(
         Builtin::Upper => text(0).map(|s| Value::String(s.to_uppercase())),
         Builtin::Coalesce => args.into_iter().flatten().find(|v| !v.is_null()),
         Builtin::If => {
-            if super::expr::truthy(arg(0).as_ref()) {
+            if super::value::truthy(arg(0).as_ref()) {
                 arg(1)
             } else {
                 arg(2)

@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::expr::{truthy, walk, Expr, Scope};
+use super::expr::{Expr, Scope};
 use super::location::Location;
 use super::mapping::{Conversion, Direction, IdTemplate, Mapping, Nested, Rule, Rules};
+use super::value::{truthy, walk};
 use crate::task::time::{format_iso_ms, parse_any};
 
 /// A dialect message: path parameters, query, headers and JSON body.

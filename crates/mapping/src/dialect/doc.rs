@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 
 use super::canonical;
 use super::codec::Doc;
-use super::expr::walk;
+use super::value::walk;
 use crate::task::time::serialize_rfc3339;
 use crate::task::{Input, Status, Step, Task, TaskPatch};
 

@@ -29,6 +29,7 @@ use super::syntax::SyntaxError;
 use serde_json::Value;
 
 use super::builtins::{self, Builtin};
+use super::value::{truthy, walk};
 
 /// A parsed expression.
 #[derive(Debug, Clone, PartialEq)]
@@ -262,27 +263,6 @@ fn number(v: Option<Value>) -> Option<f64> {
         Value::String(s) => s.trim().parse().ok(),
         _ => None,
     }
-}
-
-/// JSON truthiness: absent, null, false, 0, "", [] and {} are false.
-pub fn truthy(v: Option<&Value>) -> bool {
-    match v {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(Value::Number(n)) => n.as_f64().is_some_and(|f| f != 0.0),
-        Some(Value::String(s)) => !s.is_empty(),
-        Some(Value::Array(a)) => !a.is_empty(),
-        Some(Value::Object(o)) => !o.is_empty(),
-    }
-}
-
-/// Follows object keys (and array indexes written as numbers) from `v`.
-pub fn walk<'a>(v: &'a Value, path: &[String]) -> Option<&'a Value> {
-    path.iter().try_fold(v, |v, key| match v {
-        Value::Object(o) => o.get(key),
-        Value::Array(a) => key.parse::<usize>().ok().and_then(|i| a.get(i)),
-        _ => None,
-    })
 }
 
 struct Parser {

@@ -18,6 +18,7 @@ pub mod seal;
 pub mod syntax;
 pub mod template;
 pub mod translate;
+pub mod value;
 
 use std::collections::BTreeMap;
 use std::path::Path;
