@@ -66,25 +66,6 @@ pub struct Refusal {
     pub message: String,
 }
 
-impl Op {
-    /// Whether a create that brings no payment, on a route that takes x402, is kept as a task
-    /// waiting to be paid for in band, rather than refused with 402.
-    pub fn keeps_unpaid(&self, request: &dyn super::Doc, ctx: &super::Context<'_>) -> bool {
-        self.unpaid
-            .as_ref()
-            .is_some_and(|u| super::holds(u, request, ctx))
-    }
-
-    /// Whether this request is answered with the result (when the task settles) rather than at
-    /// once.
-    pub fn waits(&self, request: &dyn super::Doc, ctx: &super::Context<'_>) -> bool {
-        match &self.wait {
-            Some(w) => super::holds(w, request, ctx),
-            None => self.returns == Returns::Result,
-        }
-    }
-}
-
 impl Mapping {
     /// The first form of a canonical operation that calls agents: what the engine uses when
     /// this dialect is a route's back.
@@ -127,29 +108,6 @@ impl Mapping {
     pub fn status_table(&self) -> Option<&Table> {
         self.tables.get("status").map(|t| &**t)
     }
-
-    /// The operation a front request is for: method and path template must match, and every
-    /// condition of the operation hold; of several candidates the one with the most literal path
-    /// segments wins, then the one with the most conditions.
-    pub fn match_front(
-        &self,
-        method: &Method,
-        path: &str,
-        msg: &super::Message,
-    ) -> Option<(&Op, BTreeMap<String, String>)> {
-        self.ops
-            .iter()
-            .chain(&self.answers)
-            .filter(|o| o.front && o.method == *method)
-            .filter(|o| o.conditions.iter().all(|c| c.holds(msg)))
-            .flat_map(|o| std::iter::once(&o.path).chain(&o.also).map(move |t| (o, t)))
-            .filter_map(|(o, t)| {
-                t.matches(path)
-                    .map(|p| (o, (t.specificity(), o.conditions.len()), p))
-            })
-            .max_by_key(|(_, specificity, _)| *specificity)
-            .map(|(o, _, p)| (o, p))
-    }
 }
 
 /// A condition on a front request.
@@ -159,33 +117,6 @@ pub struct Condition {
     pub equals: Option<Vec<Value>>,
     pub not: Vec<Value>,
     pub present: Option<bool>,
-}
-
-impl Condition {
-    pub fn holds(&self, msg: &super::Message) -> bool {
-        let found = super::codec::read_location(msg, &self.location).filter(|v| !v.is_null());
-        if let Some(p) = self.present {
-            if found.is_some() != p {
-                return false;
-            }
-        }
-        if let Some(equals) = &self.equals {
-            if !found
-                .as_ref()
-                .is_some_and(|v| equals.iter().any(|e| loosely_equal(e, v)))
-            {
-                return false;
-            }
-        }
-        !found
-            .as_ref()
-            .is_some_and(|v| self.not.iter().any(|e| loosely_equal(e, v)))
-    }
-}
-
-/// Equal as JSON, or equal as text (a header's "1" equals the number 1).
-fn loosely_equal(a: &Value, b: &Value) -> bool {
-    a == b || value_text(a) == value_text(b)
 }
 
 /// A value as table keys and comparisons see it: strings as they are, the rest as JSON text.

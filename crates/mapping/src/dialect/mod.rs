@@ -11,6 +11,7 @@ pub mod compile;
 pub mod doc;
 pub mod expr;
 pub mod file;
+pub mod front;
 pub mod location;
 pub mod mapping;
 pub mod named;
