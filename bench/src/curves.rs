@@ -357,7 +357,7 @@ impl StoreReference {
         t.env.grant(&config)?;
         seed::seed(&config.with_file_name("data"), NV_ROUTE, SUBJECT, PLAN, n)?;
         let run = t.env.serve(name, &config, Duration::from_secs(60))?;
-        let running = Load::get(crate::run::start_polled_task(&run, t.token)?).bearer(t.token);
+        let running = Load::get(crate::polled::start_polled_task(&run, t.token)?).bearer(t.token);
         Ok(StoreReference {
             run,
             running,
@@ -415,7 +415,7 @@ pub fn stored_tasks(t: &Targets) -> Curve {
             let path = match &running_path {
                 Some(p) => p.clone(),
                 None => {
-                    let p = crate::run::start_polled_task(&run, t.token)?;
+                    let p = crate::polled::start_polled_task(&run, t.token)?;
                     running_path = Some(p.clone());
                     p
                 }

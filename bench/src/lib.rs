@@ -24,6 +24,8 @@
 //!   each; [`serve`]: the server both stand-ins run on.
 //! - [`compare`]: the main table's rounds (A B C … A B C …), CPU from `/proc`.
 //! - [`curves`]: latency vs body size, connections, routes, stored tasks; creates vs clients.
+//! - [`polled`]: the tasks a get_task contender's clients poll, kept running (`run` and
+//!   `curves` both make them).
 //! - [`fleet`]: the store on PostgreSQL: its contenders, one instance against two on one database.
 //! - [`load`]: driving wrk and oha, reading their figures.
 //! - [`procs`]: starting, pinning, bounding and stopping processes by pid; `/proc` readings.
@@ -51,6 +53,7 @@ pub mod load;
 pub mod payer;
 pub mod plan;
 pub mod plot;
+pub mod polled;
 pub mod procs;
 pub mod report;
 pub mod run;

@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::canned::{KEEP_RUNNING, STATIC_TASK};
+use crate::canned::STATIC_TASK;
 use crate::compare::{self, Contender};
 use crate::curves::{self, Curve, Targets};
-use crate::http::Request;
 use crate::load::{Body, Generators, Load};
 use crate::payer::Payer;
 use crate::plan::{Clock, Plan};
+use crate::polled::{start_polled_job, start_polled_task};
 use crate::procs::Procs;
 use crate::report::{self, Headline};
 use crate::stack::{Env, Route, Running, DID, MIP_ROUTE, NV_ROUTE, PAID_ROUTE, SECRET_ENV};
@@ -92,64 +92,19 @@ fn cpu_count(list: &str) -> u32 {
         .max(1)
 }
 
-/// Creates a Nevermined task that stays running on a full-pipeline instance; returns the path
-/// its clients poll.
-pub fn start_polled_task(run: &Running, token: &str) -> Result<String, String> {
-    let limit = Duration::from_secs(10);
-    let a = Request::post(
-        format!("/api/v1/agents/{DID}/tasks"),
-        format!(r#"{{"input_query":"{KEEP_RUNNING}"}}"#),
-    )
-    .bearer(token)
-    .send(run.addr, limit)?;
-    if a.status != 201 {
-        return Err(format!(
-            "creating the task to poll answered {}: {}",
-            a.status, a.body
-        ));
-    }
-    let v: Value = serde_json::from_str(&a.body).map_err(|e| format!("create answer: {e}"))?;
-    let id = v["task"]["task_id"]
-        .as_str()
-        .ok_or("the create answer has no task.task_id")?;
-    Ok(format!("/api/v1/agents/{DID}/tasks/{id}"))
-}
-
 /// The running tasks each get_task contender polls in turn: as many as the saturation pass's
 /// connections, so that concurrent polls are of different tasks and each reaches the agent (64
 /// polls of one task would wait on its refresh gate and share its refreshes: that measures the
 /// coalescing, not the pipeline).
 const POLLED_TASKS: usize = 64;
 
-/// [`POLLED_TASKS`] tasks made by `start` (one of the two functions below); their paths.
+/// [`POLLED_TASKS`] tasks made by `start` (one of [`polled`]'s); their paths.
 fn polled_paths(
     start: fn(&Running, &str) -> Result<String, String>,
     run: &Running,
     token: &str,
 ) -> Result<Vec<String>, String> {
     (0..POLLED_TASKS).map(|_| start(run, token)).collect()
-}
-
-/// Creates a MIP-003 job that stays running on a reverse instance; returns its status path.
-fn start_polled_job(run: &Running, token: &str) -> Result<String, String> {
-    let a = Request::post(
-        "/start_job",
-        format!(r#"{{"identifier_from_purchaser":"0123456789abcdef","input_data":{{"text":"{KEEP_RUNNING}"}}}}"#),
-    )
-    .bearer(token)
-    .send(run.addr, Duration::from_secs(10))?;
-    if a.status != 200 {
-        return Err(format!(
-            "creating the job to poll answered {}: {}",
-            a.status, a.body
-        ));
-    }
-    let v: Value = serde_json::from_str(&a.body).map_err(|e| format!("start_job answer: {e}"))?;
-    let id = v["job_id"]
-        .as_str()
-        .or(v["id"].as_str())
-        .ok_or("the start_job answer has no id")?;
-    Ok(format!("/status?job_id={id}"))
 }
 
 /// One request to a contender must answer `status` with a body containing `needle`.
