@@ -160,3 +160,26 @@ fn store_span(store: &dyn TaskStore, op: &'static str) -> Span {
     }
     trace::store(op, store.backend())
 }
+
+/// A store error, as a request's.
+pub(in crate::engine) fn store_error(e: store::StoreError) -> crate::error::ProxyError {
+    crate::error::ProxyError::Store(e)
+}
+
+/// What a create holds, and where its task is: new (`stored` none), or stored already at that
+/// version, waiting to be paid for.
+pub(in crate::engine) struct Held {
+    pub(in crate::engine) hold: Option<store::Hold>,
+    pub(in crate::engine) stored: Option<i64>,
+}
+
+impl Held {
+    /// A task stored at `version` whose credits are held already: a sold job, held by its
+    /// sale when the buyer's funds were locked.
+    pub(in crate::engine) fn stored(version: i64) -> Held {
+        Held {
+            hold: None,
+            stored: Some(version),
+        }
+    }
+}

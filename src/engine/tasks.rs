@@ -7,7 +7,7 @@ use tracing::Instrument;
 
 use crate::auth::Identity;
 use crate::engine::views::patch_of;
-use crate::engine::{documents, Cx, Engine, Translated};
+use crate::engine::{documents, store_error, Cx, Engine, Translated};
 use crate::error::ProxyError;
 use crate::upstream::UpstreamError;
 use mapping::dialect::doc::TaskRef;
@@ -18,10 +18,6 @@ use store::{StoreError, Stored, TaskQuery};
 
 /// How many times an update that lost a race is redone on the newer version.
 const UPDATE_ATTEMPTS: usize = 5;
-
-pub(in crate::engine) fn store_error(e: StoreError) -> ProxyError {
-    ProxyError::Store(e)
-}
 
 /// The subject whose tasks a caller may see on this route: theirs, on routes with auth.
 pub(in crate::engine) fn cx_subject<'a>(

@@ -7,9 +7,9 @@ use chrono::Utc;
 use tracing::Instrument;
 
 use crate::auth::Identity;
-use crate::engine::tasks::store_error;
 use crate::engine::views::patch_of;
 use crate::engine::{documents, Cx, Engine, Spent, Translated};
+use crate::engine::{store_error, Held};
 use crate::error::ProxyError;
 use crate::telemetry::trace::{self, ClientTrace};
 use mapping::dialect::mapping::{Op, Returns};
@@ -34,24 +34,6 @@ fn not_stored(e: StoreError) -> ProxyError {
             "the input nests too deep to be kept: the task would nest {depth} levels deep, the store reads at most {limit}"
         )),
         other => store_error(other),
-    }
-}
-
-/// What a create holds, and where its task is: new (`stored` none), or stored already at that
-/// version, waiting to be paid for.
-pub(in crate::engine) struct Held {
-    hold: Option<Hold>,
-    stored: Option<i64>,
-}
-
-impl Held {
-    /// A task stored at `version` whose credits are held already: a sold job, held by its
-    /// sale when the buyer's funds were locked.
-    pub(in crate::engine) fn stored(version: i64) -> Held {
-        Held {
-            hold: None,
-            stored: Some(version),
-        }
     }
 }
 

@@ -24,6 +24,5 @@ mod search_steps;
 mod unpaid;
 mod validate;
 
-pub(in crate::engine) use create::Held;
 pub(in crate::engine) use describe::agent;
 pub(in crate::engine) use search::search_query;

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::masumi_sell::{PAYMENT, REQUEST_OVERDUE};
+use super::masumi_sell::{failed_for_payment, REQUEST_OVERDUE};
 use crate::config::MasumiSeller;
 use crate::config::SUBMIT_MARGIN;
 use crate::engine::{Cx, Engine, Translated};
@@ -44,16 +44,6 @@ const ORPHAN_WAIT: Duration = Duration::from_secs(600);
 
 fn after(now: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
     now + chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
-}
-
-/// A sold task's end for its sale: failed, reason `payment`, `why` its message.
-pub(in crate::engine) fn failed_for_payment(why: String) -> TaskPatch {
-    TaskPatch {
-        status: Some(Status::Failed),
-        reason: Some(PAYMENT.to_string()),
-        message: Some(why),
-        ..TaskPatch::default()
-    }
 }
 
 /// How long until a sale waiting on the node is asked again: a tenth of how long it has
@@ -357,7 +347,7 @@ impl Engine {
         if t.back.forms(Operation::CreateTask).nth(1).is_some() {
             task.back_form = Some(back_op.key.clone());
         }
-        let held = crate::engine::ops::Held::stored(stored.version);
+        let held = crate::engine::Held::stored(stored.version);
         match Box::pin(self.create_held(
             t,
             fop,

@@ -24,7 +24,7 @@ use crate::error::ProxyError;
 use crate::payment::masumi::sell::{self, Answer};
 use mapping::dialect::mapping::Op;
 use mapping::dialect::{self, Canonical, Decoded};
-use mapping::task::{Task, TaskPatch, AWAITING_PAYMENT};
+use mapping::task::{Status, Task, TaskPatch, AWAITING_PAYMENT};
 use store::{EscrowMove, EscrowSale, EscrowState, Stored};
 
 /// The rail's name in sale records.
@@ -37,6 +37,16 @@ pub(in crate::engine) const PAYMENT: &str = "payment";
 /// for 10 s): the sweep then records it unanswered, and never sends it again.
 pub(in crate::engine) const REQUEST_OVERDUE: std::time::Duration =
     std::time::Duration::from_secs(30);
+
+/// A sold task's end for its sale: failed, reason `payment`, `why` its message.
+pub(in crate::engine) fn failed_for_payment(why: String) -> TaskPatch {
+    TaskPatch {
+        status: Some(Status::Failed),
+        reason: Some(PAYMENT.to_string()),
+        message: Some(why),
+        ..TaskPatch::default()
+    }
+}
 
 impl Engine {
     /// A create without a token on a route that sells: the job, answered with the payment
@@ -192,12 +202,8 @@ impl Engine {
             .await
             .map_err(ProxyError::Store)?;
         let stored = Stored { task, version: 1 };
-        self.apply_quietly(
-            t,
-            stored,
-            super::escrow::failed_for_payment(refusal.to_string()),
-        )
-        .await;
+        self.apply_quietly(t, stored, failed_for_payment(refusal.to_string()))
+            .await;
         Err(refusal)
     }
 

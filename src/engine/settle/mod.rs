@@ -40,7 +40,7 @@ impl Engine {
             .charge(task_id, capture)
             .instrument(self.store_span("charge"))
             .await
-            .map_err(crate::engine::tasks::store_error)?;
+            .map_err(crate::engine::store_error)?;
         cx.spent.charged += settled.captured;
         self.metrics.credits("captured", settled.captured);
         Ok(())
